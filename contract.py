@@ -1,0 +1,279 @@
+"""The data contract: the one place that writes, reads and validates datasets (`.npz`) and checkpoints.
+
+Every stage loads its inputs through `load_dataset` so a bad file stops the run with a one-line error that
+names the file and the problem (missing key, wrong shape or dtype, NaN, a transition across an episode
+boundary, dims that disagree with the metadata). Every write goes to a temporary file in the target folder
+that is then renamed over the destination, so a crash never leaves a half-written file behind.
+
+The schema is documented for humans in CONTRACT.md; `DATASET_KEYS` below is the machine-readable copy.
+"""
+
+import hashlib
+import io
+import json
+import os
+import tempfile
+import zipfile
+from typing import Any, Dict
+
+import numpy as np
+
+SCHEMA_VERSION = 1
+
+# key -> (kind, shape); shape entries: "N" rows, "obs"/"act"/"u" dims from metadata
+DATASET_KEYS = {
+    "observations": ("float", ("N", "obs")),
+    "actions": ("float", ("N", "act")),
+    "next_observations": ("float", ("N", "obs")),
+    "rewards": ("float", ("N",)),
+    "terminals": ("bool", ("N",)),
+    "timeouts": ("bool", ("N",)),
+    "episode_ids": ("int", ("N",)),
+    "aux": ("int", ("N",)),
+    "expert": ("bool", ("N",)),
+    "episode_returns": ("float", ("N",)),
+}
+OPTIONAL_KEYS = {
+    "exogenous": ("float", ("N", "u")),
+    "policy_ids": ("int", ("N",)),
+    "augmented": ("bool", ("N",)),
+}
+METADATA_FIELDS = ("schema_version", "env_id", "obs_dim", "act_dim", "action_low", "action_high",
+                   "n_classes", "aux_meaning", "collect_args", "seed", "versions")
+_KINDS = {"float": np.floating, "bool": np.bool_, "int": np.integer}
+
+
+class ContractError(ValueError):
+    """A file breaks the data contract; the message is one line that names the file and the problem."""
+
+
+# ------------------------------------------------------------------------------------------ atomic writes
+def _atomic_write(path: str, write_fn) -> None:
+    """Call write_fn(file_object) on a temp file beside `path`, fsync, then rename it over `path`."""
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix="." + os.path.basename(path) + ".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write_fn(f)
+            f.flush()
+            os.fsync(f.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; give the file the usual permissions
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+
+
+def save_npz(path: str, arrays: Dict[str, Any]) -> None:
+    """Atomic, byte-reproducible `.npz` (fixed zip timestamps, sorted keys, deflate compression)."""
+
+    def write(f):
+        with zipfile.ZipFile(f, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+            for key in sorted(arrays):
+                buf = io.BytesIO()
+                np.lib.format.write_array(buf, np.asanyarray(arrays[key]), allow_pickle=False)
+                info = zipfile.ZipInfo(key + ".npy", date_time=(1980, 1, 1, 0, 0, 0))
+                info.compress_type = zipfile.ZIP_DEFLATED
+                info.external_attr = 0o644 << 16
+                zf.writestr(info, buf.getvalue())
+
+    _atomic_write(path, write)
+
+
+def save_json(path: str, obj: Any) -> None:
+    _atomic_write(path, lambda f: f.write((json.dumps(obj, indent=2, sort_keys=True) + "\n").encode()))
+
+
+def save_torch(path: str, obj: Any) -> None:
+    import torch
+
+    _atomic_write(path, lambda f: torch.save(obj, f))
+
+
+def save_figure(path: str, fig) -> None:
+    ext = os.path.splitext(path)[1].lstrip(".") or "png"
+    _atomic_write(path, lambda f: fig.savefig(f, format=ext, dpi=110, bbox_inches="tight"))
+
+
+def package_versions() -> Dict[str, str]:
+    """Versions of the packages that shape a dataset, recorded in its metadata."""
+    import platform
+
+    out = {"python": platform.python_version(), "numpy": np.__version__}
+    for name in ("torch", "dm_control", "mujoco", "causal_world", "pybullet"):
+        try:
+            mod = __import__(name)
+            out[name] = getattr(mod, "__version__", "unknown")
+        except Exception:  # not installed, or fails to import: recorded as absent
+            continue
+    return out
+
+
+# ------------------------------------------------------------------------------------------ loading
+def _fail(path: str, msg: str):
+    raise ContractError(f"{path}: {msg}")
+
+
+def _read_npz(path: str) -> Dict[str, np.ndarray]:
+    if not os.path.exists(path):
+        _fail(path, "file not found")
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            return {k: z[k] for k in z.files}
+    except Exception as e:  # zipfile.BadZipFile, EOFError, CRC errors, pickled objects, …
+        _fail(path, f"not a readable .npz file (truncated or corrupted?): {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+
+
+def _parse_metadata(path: str, raw: Dict[str, np.ndarray]) -> Dict[str, Any]:
+    if "metadata" not in raw:
+        _fail(path, "missing required key 'metadata' (a JSON string, see CONTRACT.md)")
+    try:
+        meta = json.loads(str(raw["metadata"]))
+    except (json.JSONDecodeError, TypeError) as e:
+        _fail(path, f"'metadata' is not valid JSON ({e})")
+    if not isinstance(meta, dict):
+        _fail(path, "'metadata' must be a JSON object")
+    for field in METADATA_FIELDS:
+        if field not in meta:
+            _fail(path, f"metadata is missing field '{field}'")
+    if meta["schema_version"] != SCHEMA_VERSION:
+        _fail(path, f"schema_version {meta['schema_version']} is not the supported {SCHEMA_VERSION}")
+    return meta
+
+
+def _check_array(path, key, arr, kind, shape, dims) -> np.ndarray:
+    if not np.issubdtype(arr.dtype, _KINDS[kind]):
+        _fail(path, f"'{key}' has dtype {arr.dtype}, expected {kind}")
+    expected = tuple(dims[d] if isinstance(d, str) else d for d in shape)
+    if arr.shape != expected:
+        names = "[" + ", ".join(f"{d}={dims[d]}" for d in shape) + "]"
+        _fail(path, f"'{key}' has shape {arr.shape}, expected {expected} {names}")
+    if kind == "float":
+        arr = arr.astype(np.float32)
+        bad = ~np.isfinite(arr)
+        if bad.any():
+            row = int(np.argwhere(bad)[0][0])
+            _fail(path, f"'{key}' contains NaN or inf (first at row {row})")
+    elif kind == "int":
+        arr = arr.astype(np.int64)
+    return arr
+
+
+def validate_dataset(path: str, raw: Dict[str, np.ndarray]) -> Dict[str, Any]:
+    """Check arrays against the contract; return {key: array (float32/int64/bool)} plus 'metadata': dict."""
+    meta = _parse_metadata(path, raw)
+    for key in DATASET_KEYS:
+        if key not in raw:
+            _fail(path, f"missing required key '{key}' (see CONTRACT.md)")
+    if raw["observations"].ndim != 2:
+        _fail(path, f"'observations' has shape {raw['observations'].shape}, expected (N, obs_dim)")
+    dims = {"N": raw["observations"].shape[0], "obs": int(meta["obs_dim"]), "act": int(meta["act_dim"]),
+            "u": int(meta.get("u_dim", 0))}
+    if dims["N"] == 0:
+        _fail(path, "dataset has no transitions")
+    data: Dict[str, Any] = {}
+    for key, (kind, shape) in {**DATASET_KEYS, **OPTIONAL_KEYS}.items():
+        if key in raw:
+            if key == "exogenous" and "u_dim" not in meta:
+                _fail(path, "'exogenous' is present but metadata has no 'u_dim'")
+            data[key] = _check_array(path, key, raw[key], kind, shape, dims)
+    aux = data["aux"]
+    if aux.min() < 0 or aux.max() >= int(meta["n_classes"]):
+        _fail(path, f"'aux' values must lie in [0, {meta['n_classes']}) (n_classes in metadata), found [{aux.min()}, {aux.max()}]")
+    lo, hi = np.asarray(meta["action_low"], np.float32), np.asarray(meta["action_high"], np.float32)
+    if lo.shape != (dims["act"],) or hi.shape != (dims["act"],):
+        _fail(path, f"metadata action_low/action_high must have act_dim={dims['act']} entries")
+    out = np.argwhere((data["actions"] < lo - 1e-5) | (data["actions"] > hi + 1e-5))
+    if len(out):
+        _fail(path, f"'actions' row {out[0][0]} lies outside the action bounds in metadata")
+    _check_episodes(path, data)
+    data["metadata"] = meta
+    return data
+
+
+def _check_episodes(path: str, data: Dict[str, Any]) -> None:
+    """Episode structure of the collected (non-augmented) rows: contiguous episodes, one end flag at each
+    episode's last row and nowhere else, s'_t == s_{t+1} inside an episode, per-episode constants."""
+    keep = ~data["augmented"] if "augmented" in data else np.ones(len(data["rewards"]), bool)
+    if not keep.any():
+        return
+    ep = data["episode_ids"][keep]
+    starts = np.flatnonzero(np.r_[True, ep[1:] != ep[:-1]])
+    if len(np.unique(ep)) != len(starts):
+        _fail(path, "'episode_ids' rows of one episode are not contiguous")
+    ends = np.r_[starts[1:] - 1, len(ep) - 1]
+    done = (data["terminals"] | data["timeouts"])[keep]
+    if (data["terminals"] & data["timeouts"])[keep].any():
+        _fail(path, "a row is flagged both terminal and timeout")
+    is_end = np.zeros(len(ep), bool)
+    is_end[ends] = True
+    if (done != is_end).any():
+        row = int(np.flatnonzero(done != is_end)[0])
+        _fail(path, f"row {row} of the collected data: terminals|timeouts must be set exactly at each episode's last row")
+    obs, nxt = data["observations"][keep], data["next_observations"][keep]
+    inner = ~is_end[:-1]
+    mismatch = np.flatnonzero(inner & np.any(nxt[:-1] != obs[1:], axis=1))
+    if len(mismatch):
+        _fail(path, f"next_observations[{mismatch[0]}] != observations[{mismatch[0] + 1}] inside an episode (broken or shuffled transitions)")
+    rewards = data["rewards"][keep]
+    for key in ("expert", "episode_returns", "aux"):
+        col = data[key][keep]
+        if (col[1:] != col[:-1])[inner].any():
+            _fail(path, f"'{key}' changes inside an episode")
+    sums = np.add.reduceat(rewards.astype(np.float64), starts)
+    rets = data["episode_returns"][keep][starts]
+    bad = np.flatnonzero(~np.isclose(sums, rets, rtol=1e-4, atol=1e-3))
+    if len(bad):
+        _fail(path, f"'episode_returns' of episode {ep[starts[bad[0]]]} ({rets[bad[0]]:.4f}) is not the sum of its rewards ({sums[bad[0]]:.4f}): truncated episode?")
+
+
+def load_dataset(path: str) -> Dict[str, Any]:
+    """Read and validate a dataset `.npz`; raises ContractError with a one-line message on any problem."""
+    return validate_dataset(path, _read_npz(path))
+
+
+def fingerprint(data: Dict[str, Any]) -> str:
+    """Content hash of the collected transitions (s, a, s', c): ties a model to the dataset it was fit on."""
+    h = hashlib.sha256()
+    keep = ~data["augmented"] if "augmented" in data else np.ones(len(data["rewards"]), bool)
+    for key in ("observations", "actions", "next_observations", "aux"):
+        h.update(np.ascontiguousarray(data[key][keep]).tobytes())
+    return h.hexdigest()[:16]
+
+
+def dataset_arrays_from_meta(meta: Dict[str, Any]) -> np.ndarray:
+    """The metadata dict as the 0-d string array stored under 'metadata'."""
+    return np.array(json.dumps(meta, sort_keys=True))
+
+
+def describe(data: Dict[str, Any]) -> str:
+    """Short human summary of a loaded dataset."""
+    ep = data["episode_ids"]
+    n_ep = len(np.unique(ep))
+    n_exp = len(np.unique(ep[data["expert"]]))
+    return (f"{len(ep)} transitions, {n_ep} episodes ({n_exp} in D_E), obs_dim={data['metadata']['obs_dim']}, "
+            f"act_dim={data['metadata']['act_dim']}, classes={sorted(np.unique(data['aux']).tolist())}")
+
+
+# ------------------------------------------------------------------------------------------ checkpoints
+def load_checkpoint(path: str, kind: str, required=("config", "state_dict")) -> Dict[str, Any]:
+    """Load a torch checkpoint written by save_torch (tensors and primitives only) and check its kind/keys."""
+    import torch
+
+    if not os.path.exists(path):
+        _fail(path, "file not found")
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:
+        _fail(path, f"not a readable checkpoint (truncated or corrupted?): {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+    if not isinstance(ckpt, dict) or ckpt.get("kind") != kind:
+        found = ckpt.get("kind") if isinstance(ckpt, dict) else type(ckpt).__name__
+        _fail(path, f"expected a '{kind}' checkpoint, found '{found}'")
+    for key in required:
+        if key not in ckpt:
+            _fail(path, f"checkpoint is missing '{key}'")
+    return ckpt

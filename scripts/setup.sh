@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Create .venv beside the scripts (once) and install the pinned requirements; re-installs only when the
+# requirement files change. Every other script in this folder calls it first, so a fresh clone just works.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+case "$($PY -c 'import sys; print("%d.%d" % sys.version_info[:2])')" in
+  3.11) ;;
+  *) echo "setup: warning: tested on Python 3.11 only (pybullet has no wheel for newer Pythons)" >&2 ;;
+esac
+[ -x .venv/bin/python ] || $PY -m venv .venv
+stamp=.venv/.requirements.sha256
+want=$(cat requirements.txt requirements-lock.txt | sha256sum | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  echo "setup: installing requirements into .venv (first run takes a couple of minutes)" >&2
+  .venv/bin/python -m pip install -q --disable-pip-version-check -r requirements.txt -c requirements-lock.txt
+  .venv/bin/python -m pip check
+  echo "$want" > "$stamp"
+fi

@@ -1,0 +1,246 @@
+"""Toy causal MDP of OILCA §5.1 ("Toy Environment" appendix): 2-D navigation with an exogenous variable.
+
+State s ∈ (-B, B)² (B = `box`), action a ∈ [-1, 1]², a fixed target inside the box, reward r = -‖s' - target‖.
+Every step draws an exogenous variable u ~ N(μ(c), diag σ²(c)) whose distribution is set by the class c of
+the episode (the auxiliary label of the paper):
+    μ₁(c) = 0,   μ₂(c) = α·(γ(c) - (C-1)/2)   with γ a random permutation of {0, …, C-1},
+    σ²(c) ~ U[σ²_low, σ²_high] per class and per dimension (drawn once from the env seed).
+The transition is a fixed random network that is injective in u for every fixed (s, a):
+    x  = [s, a]
+    h₁ = lrelu(W₁ u + V₁ x + b₁)            W₁, W₂, W₃ square and well conditioned, leaky-ReLU slope > 0
+    h₂ = lrelu(W₂ h₁ + V₂ x + b₂)
+    m  = W₃ h₂                              "wind" produced by u, modulated by where you are and what you do
+                                            (W₃ rescaled so each dim of m has unit std for u ~ N(0, I))
+    s' = B·tanh((s + step·a + scale·m) / B)  the tanh keeps s' inside the box and is strictly monotone
+so u can be recovered exactly from (s, a, s') (`ToyCausalNav.invert_u`), which tests check.
+
+Every parameter comes from `ToyEnvConfig.seed` and `n_classes`, so the pair stored in a dataset's metadata
+(`env_config`, `env_n_classes`) rebuilds the same environment. `n_classes` counts every class the env knows;
+a dataset uses the first ones and keeps the rest as unseen classes for out-of-distribution evaluation.
+
+Run `python toy_env.py` to print the class table and a rollout summary, `--plot-path` to draw trajectories.
+"""
+
+import json
+import os
+from dataclasses import asdict, dataclass
+from typing import Optional
+
+import numpy as np
+import tyro
+
+DIM = 2  # state, action and exogenous variable are all 2-D in the paper's toy
+
+
+@dataclass
+class ToyEnvConfig:
+    seed: int = 0
+    """seed of the env's fixed random parameters (mixing network, class table, target)"""
+    alpha: float = 1.0
+    """spacing α of the class means μ₂(c) = α·(γ(c) - (C-1)/2)"""
+    sigma2_low: float = 0.1
+    """lower bound of the per-class variances σ²(c)"""
+    sigma2_high: float = 1.0
+    """upper bound of the per-class variances σ²(c)"""
+    box: float = 1.0
+    """half-width B of the bounding box; states live in (-B, B)²"""
+    step_size: float = 0.1
+    """displacement produced by a unit action"""
+    noise_scale: float = 0.04
+    """scale of the exogenous displacement m(u, s, a)"""
+    leaky_slope: float = 0.5
+    """negative slope of the leaky-ReLU mixing (smaller = more nonlinear, must be > 0)"""
+    episode_len: int = 50
+    """steps per episode (the end of an episode is a time-out, never a terminal)"""
+
+
+def _well_conditioned(rng: np.random.Generator, n: int, low: float = 0.8, high: float = 1.2) -> np.ndarray:
+    """Random n×n matrix with singular values in [low, high] (so it is invertible and well conditioned)."""
+    q1, _ = np.linalg.qr(rng.normal(size=(n, n)))
+    q2, _ = np.linalg.qr(rng.normal(size=(n, n)))
+    return q1 @ np.diag(rng.uniform(low, high, size=n)) @ q2.T
+
+
+class ToyCausalNav:
+    """The toy causal MDP. Vectorised core (`sample_u`, `transition`, `reward`) plus a gym-like single-episode API."""
+
+    obs_dim = DIM
+    act_dim = DIM
+    u_dim = DIM
+    action_low = -1.0
+    action_high = 1.0
+
+    def __init__(self, n_classes: int = 4, config: Optional[ToyEnvConfig] = None):
+        cfg = config if config is not None else ToyEnvConfig()
+        if n_classes < 1 or cfg.leaky_slope <= 0 or cfg.box <= 0 or not 0 < cfg.sigma2_low <= cfg.sigma2_high:
+            raise ValueError(f"invalid toy env: n_classes={n_classes}, config={asdict(cfg)}")
+        self.config = cfg
+        self.n_classes = C = n_classes
+        # two streams: the dynamics do not depend on how many classes there are
+        rng_cls, rng = np.random.default_rng([cfg.seed, 1]), np.random.default_rng([cfg.seed, 0])
+        gamma = rng_cls.permutation(C)
+        self.gamma = gamma
+        self.u_mean = np.zeros((C, DIM))
+        self.u_mean[:, 1] = cfg.alpha * (gamma - (C - 1) / 2)
+        self.u_var = rng_cls.uniform(cfg.sigma2_low, cfg.sigma2_high, size=(C, DIM))
+        self.W1 = _well_conditioned(rng, DIM)
+        self.W2 = _well_conditioned(rng, DIM)
+        self.W3 = _well_conditioned(rng, DIM)
+        self.V1 = rng.normal(size=(DIM, 2 * DIM)) / np.sqrt(2 * DIM)
+        self.V2 = rng.normal(size=(DIM, 2 * DIM)) / np.sqrt(2 * DIM)
+        self.b1 = rng.normal(size=DIM) * 0.5
+        self.b2 = rng.normal(size=DIM) * 0.5
+        self.target = rng.uniform(-0.5 * cfg.box, 0.5 * cfg.box, size=DIM)
+        # rescale W₃ so each output dim of m has unit std over a reference sample (still a bijection of u)
+        # (reference u ~ N(0, I) rather than the class mixture, so the scale does not depend on the classes)
+        n_ref = 20_000
+        ref_m = self.mixing(self.sample_start(n_ref, rng), rng.uniform(-1, 1, size=(n_ref, DIM)), rng.normal(size=(n_ref, DIM)))
+        self.W3 = self.W3 / ref_m.std(axis=0)[:, None]
+        self._state = None
+        self._c = None
+        self._t = 0
+        self._rng = np.random.default_rng()
+
+    # ---------------------------------------------------------------- vectorised core
+    def sample_u(self, c: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """u ~ N(μ(c), diag σ²(c)) for an int array of classes c [B] -> [B, 2]."""
+        c = np.asarray(c)
+        return self.u_mean[c] + np.sqrt(self.u_var[c]) * rng.normal(size=(c.shape[0], DIM))
+
+    def _lrelu(self, x: np.ndarray) -> np.ndarray:
+        return np.where(x >= 0, x, self.config.leaky_slope * x)
+
+    def _lrelu_inv(self, y: np.ndarray) -> np.ndarray:
+        return np.where(y >= 0, y, y / self.config.leaky_slope)
+
+    def mixing(self, s: np.ndarray, a: np.ndarray, u: np.ndarray) -> np.ndarray:
+        """Exogenous displacement m(u; s, a) [B, 2]; a bijection of u for fixed (s, a)."""
+        x = np.concatenate([s, a], axis=-1)
+        h1 = self._lrelu(u @ self.W1.T + x @ self.V1.T + self.b1)
+        h2 = self._lrelu(h1 @ self.W2.T + x @ self.V2.T + self.b2)
+        return h2 @ self.W3.T
+
+    def transition(self, s: np.ndarray, a: np.ndarray, u: np.ndarray) -> np.ndarray:
+        """s' = f(s, a, u) for batches [B, 2]; actions are clipped to the action bounds first."""
+        cfg = self.config
+        a = np.clip(a, self.action_low, self.action_high)
+        z = s + cfg.step_size * a + cfg.noise_scale * self.mixing(s, a, u)
+        return cfg.box * np.tanh(z / cfg.box)
+
+    def invert_u(self, s: np.ndarray, a: np.ndarray, s_next: np.ndarray) -> np.ndarray:
+        """The exact inverse u = f⁻¹(s, a, s') (proof that f is injective in u)."""
+        cfg = self.config
+        a = np.clip(a, self.action_low, self.action_high)
+        x = np.concatenate([s, a], axis=-1)
+        z = cfg.box * np.arctanh(np.clip(s_next / cfg.box, -1 + 1e-15, 1 - 1e-15))
+        m = (z - s - cfg.step_size * a) / cfg.noise_scale
+        h2 = np.linalg.solve(self.W3, m.T).T
+        h1 = np.linalg.solve(self.W2, (self._lrelu_inv(h2) - x @ self.V2.T - self.b2).T).T
+        return np.linalg.solve(self.W1, (self._lrelu_inv(h1) - x @ self.V1.T - self.b1).T).T
+
+    def reward(self, s_next: np.ndarray) -> np.ndarray:
+        """r = -‖s' - target‖ [B]."""
+        return -np.linalg.norm(s_next - self.target, axis=-1)
+
+    def sample_start(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        """Start states uniform in the inner 90% of the box [n, 2]."""
+        return rng.uniform(-0.9 * self.config.box, 0.9 * self.config.box, size=(n, DIM))
+
+    def expert_action(self, s: np.ndarray) -> np.ndarray:
+        """Goal-seeking controller: the action that would land on the target without exogenous drift, clipped."""
+        return np.clip((self.target - s) / self.config.step_size, self.action_low, self.action_high)
+
+    def spec(self) -> dict:
+        """Everything a dataset's metadata needs to rebuild and describe this env."""
+        return {
+            "env_id": "toy",
+            "env_config": asdict(self.config),
+            "env_n_classes": self.n_classes,
+            "obs_dim": self.obs_dim,
+            "act_dim": self.act_dim,
+            "u_dim": self.u_dim,
+            "action_low": [self.action_low] * self.act_dim,
+            "action_high": [self.action_high] * self.act_dim,
+            "episode_len": self.config.episode_len,
+        }
+
+    # ---------------------------------------------------------------- gym-like single episode
+    def reset(self, c: int, seed: Optional[int] = None) -> np.ndarray:
+        if not 0 <= c < self.n_classes:
+            raise ValueError(f"class c={c} outside [0, {self.n_classes})")
+        if seed is not None:
+            self._rng = np.random.default_rng(seed)
+        self._c = int(c)
+        self._t = 0
+        self._state = self.sample_start(1, self._rng)[0]
+        return self._state.copy()
+
+    def step(self, action: np.ndarray):
+        """Returns (s', r, terminated, truncated, info) with the true exogenous u in info["u"]."""
+        if self._state is None:
+            raise RuntimeError("call reset() before step()")
+        u = self.sample_u(np.array([self._c]), self._rng)
+        s_next = self.transition(self._state[None], np.asarray(action, dtype=float)[None], u)[0]
+        r = float(self.reward(s_next[None])[0])
+        self._t += 1
+        self._state = s_next
+        truncated = self._t >= self.config.episode_len
+        return s_next.copy(), r, False, truncated, {"u": u[0], "c": self._c}
+
+
+@dataclass
+class Args:
+    env: ToyEnvConfig
+    """the environment's parameters"""
+    n_classes: int = 4
+    """number of exogenous classes C the env knows"""
+    episodes: int = 5
+    """goal-seeking episodes per class to summarise"""
+    seed: int = 0
+    """seed of the episodes' start states and exogenous draws"""
+    plot_path: Optional[str] = None
+    """if set, draw the trajectories coloured by class to this PNG"""
+
+
+def main(args: Args) -> dict:
+    env = ToyCausalNav(args.n_classes, args.env)
+    print(json.dumps({"target": env.target.round(3).tolist(), "gamma": env.gamma.tolist(),
+                      "u_mean": env.u_mean.round(3).tolist(), "u_var": env.u_var.round(3).tolist()}))
+    trajectories, summary = {}, {}
+    for c in range(env.n_classes):
+        returns = []
+        for ep in range(args.episodes):
+            s = env.reset(c, seed=args.seed * 100_003 + c * 1_000 + ep)
+            path, ret, done = [s], 0.0, False
+            while not done:
+                s, r, terminated, truncated, _ = env.step(env.expert_action(s))
+                path.append(s)
+                ret += r
+                done = terminated or truncated
+            returns.append(ret)
+            trajectories.setdefault(c, []).append(np.array(path))
+        summary[c] = float(np.mean(returns))
+        print(f"class {c}: μ(c)={env.u_mean[c].round(2)}, σ²(c)={env.u_var[c].round(2)}, "
+              f"goal-seeking return {np.mean(returns):.2f} ± {np.std(returns):.2f}")
+    if args.plot_path:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(5, 5))
+        for c, paths in trajectories.items():
+            for i, p in enumerate(paths):
+                ax.plot(p[:, 0], p[:, 1], color=f"C{c}", alpha=0.7, label=f"c={c}" if i == 0 else None)
+        ax.scatter(*env.target, marker="*", s=200, color="k", label="target")
+        B = env.config.box
+        ax.set_xlim(-B, B), ax.set_ylim(-B, B), ax.set_aspect("equal"), ax.legend(fontsize=7)
+        tmp = args.plot_path + ".tmp.png"
+        fig.savefig(tmp, dpi=100)
+        os.replace(tmp, args.plot_path)
+        plt.close(fig)
+    return {"goal_seeking_return": summary}
+
+
+if __name__ == "__main__":
+    main(tyro.cli(Args))

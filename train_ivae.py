@@ -1,0 +1,360 @@
+"""Fit the identifiable conditional VAE of OILCA §4.1 (Eq. 2–4) on D_all, and score how well it recovers u.
+
+Model (all Gaussians diagonal; s, a and Δ = s' - s are normalised with D_all statistics kept in the model):
+    prior    p(u | c)        = N(μ_p(c), exp λ_p(c))      learned tables over the classes of c   (Eq. 2)
+                               (`--prior standard`: N(0, I), the "vanilla conditional VAE" ablation of Fig. 3c;
+                                `--no-prior-mean`: μ_p(c) = 0, only the variance moves with c, as the official iVAE)
+    encoder  q(u | s, a, s', c) = N(g(s, a, Δ, c), exp v(s, a, Δ, c))                               (Eq. 3)
+    decoder  p(s' | s, a, u)  = N(s + f(s, a, u), σ²_dec)   i.e. s' = f(s, a, u) + ε on the Δ scale
+    ELBO     E_q[log p(s' | s, a, u)] - KL(q(u | s, a, s', c) ‖ p(u | c))                          (Eq. 4)
+The KL between two diagonal Gaussians is taken in closed form; the reconstruction term uses one sample.
+
+Identifiability (iVAE Thm 1) needs n·k + 1 distinct values of c: with n = 2 latent dims, 5 classes when the prior
+moves mean and variance (k = 2), 3 when it moves the variance only (k = 1). Each fit runs `restarts` times from
+different seeds and keeps the restart with the best ELBO on D_all (never the best MCC).
+
+Input:  a dataset `.npz` (CONTRACT.md); every transition of D_all (collected rows) is used.
+Output (in --out-dir):
+    ivae.pt          checkpoint (kind "ivae"): state_dict, config, args, dataset fingerprint, ELBO; loaded by augment.py
+    latents.npz      u_mean, u_logvar [N, d] posterior of every row, aux, expert, and exogenous (true u) if known;
+                     u_mean_ablation when the ablation is fit too
+    metrics.json     ELBO, reconstruction error, KL, per-restart ELBOs, MCC (when the dataset has `exogenous`)
+    fig3.png         Fig. 3: true u coloured by c | iVAE posterior | no-c posterior (with --compare)
+    args.json
+MCC = mean absolute Pearson correlation between true and inferred latent dims after the best one-to-one
+matching (Hungarian), computed on the posterior means, as in the iVAE literature.
+"""
+
+import json
+import os
+import sys
+import time
+from dataclasses import asdict, dataclass
+from typing import Literal, Optional
+
+import numpy as np
+import torch
+import torch.nn as nn
+import tyro
+from scipy.optimize import linear_sum_assignment
+
+import contract
+
+
+@dataclass
+class Args:
+    dataset: str = "data/toy.npz"
+    """input dataset (D_all with the auxiliary label c)"""
+    out_dir: str = "runs/ivae"
+    """folder for the checkpoint, latents, metrics and figure"""
+    seed: int = 0
+    """seed of the initialisation and minibatches (restart r uses seed·1000 + r)"""
+    prior: Literal["conditional", "standard"] = "conditional"
+    """p(u | c) with c-dependent parameters (iVAE), or N(0, I) ignoring c (the ablation)"""
+    prior_mean: bool = True
+    """the conditional prior moves its mean with c (k = 2); off: only the variance moves (k = 1)"""
+    encoder_c: bool = True
+    """feed c to the encoder, q(u | s, a, s', c) as in Eq. 3; off: q(u | s, a, s')"""
+    compare: bool = True
+    """also fit the other prior with the same budget, for Fig. 3 and the MCC comparison"""
+    latent_dim: Optional[int] = None
+    """dimension of u; default: that of the dataset's true `exogenous`, else obs_dim"""
+    hidden: int = 64
+    """width of the hidden layers of encoder and decoder"""
+    n_hidden: int = 2
+    """number of hidden layers of encoder and decoder"""
+    decoder_var: float = 0.01
+    """fixed decoder variance σ²_dec (on the normalised Δ scale)"""
+    lr: float = 1e-3
+    """Adam learning rate (cosine-decayed to lr/10)"""
+    batch_size: int = 256
+    """minibatch size"""
+    total_steps: int = 10_000
+    """gradient steps per restart"""
+    restarts: int = 4
+    """independent restarts; the one with the best final ELBO is kept"""
+    log_every: int = 2_000
+    """print a progress line every this many steps"""
+    n_plot: int = 3_000
+    """points drawn per panel of Fig. 3"""
+    threads: int = 2
+    """torch CPU threads (2 suits a 2-core machine; use 1 per job when running jobs in parallel)"""
+    cuda: bool = False
+    """use CUDA when available"""
+    force: bool = False
+    """re-fit even if --out-dir already holds a fit with the same arguments"""
+
+
+class EnsembleLinear(nn.Module):
+    """`members` independent linear layers applied in one batched matmul: [E, B, inp] -> [E, B, out]."""
+
+    def __init__(self, members: int, inp: int, out: int):
+        super().__init__()
+        bound = 1 / np.sqrt(inp)  # nn.Linear's default initialisation range
+        self.weight = nn.Parameter(torch.empty(members, inp, out).uniform_(-bound, bound))
+        self.bias = nn.Parameter(torch.empty(members, 1, out).uniform_(-bound, bound))
+
+    def forward(self, x):
+        return torch.baddbmm(self.bias, x, self.weight)
+
+
+def mlp(members: int, inp: int, out: int, hidden: int, n_hidden: int) -> nn.Sequential:
+    layers, d = [], inp
+    for _ in range(n_hidden):
+        layers += [EnsembleLinear(members, d, hidden), nn.LeakyReLU(0.1)]
+        d = hidden
+    layers.append(EnsembleLinear(members, d, out))
+    return nn.Sequential(*layers)
+
+
+class IVAE(nn.Module):
+    """Conditional iVAE, as an ensemble of `members` independent models trained side by side (the restarts).
+    Public methods take raw (unnormalised) s, a, s' of shape [B, dim] (or [E, B, dim]) and int classes c [B]
+    (or [E, B]), and return [E, B, dim]. `member(k)` extracts one model (E = 1), as saved in checkpoints."""
+
+    def __init__(self, obs_dim: int, act_dim: int, n_classes: int, latent_dim: int, hidden: int = 64,
+                 n_hidden: int = 2, prior: str = "conditional", prior_mean: bool = True, decoder_var: float = 0.01,
+                 encoder_c: bool = True, members: int = 1):
+        super().__init__()
+        self.config = dict(obs_dim=obs_dim, act_dim=act_dim, n_classes=n_classes, latent_dim=latent_dim,
+                           hidden=hidden, n_hidden=n_hidden, prior=prior, prior_mean=prior_mean, decoder_var=decoder_var,
+                           encoder_c=encoder_c)
+        self.members, self.n_classes, self.latent_dim, self.encoder_c = members, n_classes, latent_dim, encoder_c
+        self.encoder = mlp(members, 2 * obs_dim + act_dim + (n_classes if encoder_c else 0), 2 * latent_dim, hidden, n_hidden)
+        self.decoder = mlp(members, obs_dim + act_dim + latent_dim, obs_dim, hidden, n_hidden)
+        n_prior = n_classes if prior == "conditional" else 1
+        self.prior_mean = nn.Parameter(torch.zeros(members, n_prior, latent_dim), requires_grad=(prior == "conditional" and prior_mean))
+        self.prior_logvar = nn.Parameter(torch.zeros(members, n_prior, latent_dim), requires_grad=(prior == "conditional"))
+        self.register_buffer("decoder_logvar", torch.full((obs_dim,), float(np.log(decoder_var))))
+        for name, dim in (("obs", obs_dim), ("act", act_dim), ("delta", obs_dim)):
+            self.register_buffer(f"{name}_mean", torch.zeros(dim))
+            self.register_buffer(f"{name}_std", torch.ones(dim))
+
+    def set_normalizer(self, obs: np.ndarray, act: np.ndarray, next_obs: np.ndarray) -> None:
+        for name, x in (("obs", obs), ("act", act), ("delta", next_obs - obs)):
+            getattr(self, f"{name}_mean").copy_(torch.as_tensor(x.mean(0)))
+            getattr(self, f"{name}_std").copy_(torch.as_tensor(x.std(0) + 1e-6))
+
+    def member(self, k: int) -> "IVAE":
+        """A single-model IVAE holding member k's weights."""
+        single = IVAE(**self.config, members=1).to(self.decoder_logvar.device)
+        params = dict(self.named_parameters())  # parameters carry the member dim first; buffers are shared
+        single.load_state_dict({name: (v[k:k + 1] if name in params else v) for name, v in self.state_dict().items()})
+        return single
+
+    def _expand(self, x):
+        return x.expand(self.members, *x.shape) if x.dim() == 2 else x
+
+    def _inputs(self, s, a):
+        return self._expand((s - self.obs_mean) / self.obs_std), self._expand((a - self.act_mean) / self.act_std)
+
+    def encode(self, s, a, s_next, c):
+        """Posterior q(u | s, a, s', c): returns (mean, logvar) [E, B, d]."""
+        sn, an = self._inputs(s, a)
+        dn = self._expand((s_next - s - self.delta_mean) / self.delta_std)
+        parts = [sn, an, dn]
+        if self.encoder_c:
+            parts.append(nn.functional.one_hot(self._expand_c(c), self.n_classes).float())
+        mean, logvar = self.encoder(torch.cat(parts, -1)).chunk(2, -1)
+        return mean, logvar.clamp(-12, 6)
+
+    def _expand_c(self, c):
+        return c.expand(self.members, *c.shape) if c.dim() == 1 else c
+
+    def decode_delta(self, s, a, u):
+        """Mean of the normalised Δ = (s' - s - mean) / std under p(s' | s, a, u) [E, B, obs_dim]."""
+        sn, an = self._inputs(s, a)
+        return self.decoder(torch.cat([sn, an, self._expand(u)], -1))
+
+    def decode(self, s, a, u):
+        """s' = f(s, a, u): the decoder mean in raw state units (used by counterfactual augmentation)."""
+        return s + self.decode_delta(s, a, u) * self.delta_std + self.delta_mean
+
+    def prior(self, c):
+        """p(u | c): (mean, logvar) [E, B, d]; the standard prior ignores c."""
+        c = self._expand_c(c)
+        idx = c if self.prior_mean.shape[1] > 1 else torch.zeros_like(c)
+        members = torch.arange(self.members, device=c.device)[:, None]
+        return self.prior_mean[members, idx], self.prior_logvar[members, idx]
+
+
+def gaussian_log_prob(x, mean, logvar):
+    """log N(x; mean, diag exp(logvar)), summed over the last dim."""
+    return -0.5 * (np.log(2 * np.pi) + logvar + (x - mean) ** 2 / logvar.exp()).sum(-1)
+
+
+def gaussian_kl(mean_q, logvar_q, mean_p, logvar_p):
+    """KL(N(mean_q, exp logvar_q) ‖ N(mean_p, exp logvar_p)) for diagonal Gaussians, summed over the last dim."""
+    return 0.5 * (logvar_p - logvar_q + (logvar_q.exp() + (mean_q - mean_p) ** 2) / logvar_p.exp() - 1).sum(-1)
+
+
+def elbo_terms(model: IVAE, s, a, s_next, c, generator: Optional[torch.Generator] = None):
+    """Per-sample (ELBO, log p(s'|s,a,u), KL(q ‖ p(u|c))) with one reparameterised sample u ~ q (Eq. 4)."""
+    mean_q, logvar_q = model.encode(s, a, s_next, c)
+    eps = torch.randn(mean_q.shape, generator=generator, device=mean_q.device)
+    u = mean_q + (0.5 * logvar_q).exp() * eps
+    target = (s_next - s - model.delta_mean) / model.delta_std
+    log_lik = gaussian_log_prob(target, model.decode_delta(s, a, u), model.decoder_logvar.expand_as(target))
+    kl = gaussian_kl(mean_q, logvar_q, *model.prior(c))
+    return log_lik - kl, log_lik, kl
+
+
+def mean_corr_coef(true: np.ndarray, est: np.ndarray):
+    """MCC: mean |Pearson correlation| of the best one-to-one matching between true and estimated dims.
+    Returns (mcc, matching, signs): est[:, matching[i]] is paired with true[:, i], with correlation sign signs[i]."""
+    if true.ndim != 2 or est.ndim != 2 or len(true) != len(est) or true.shape[1] > est.shape[1]:
+        raise ValueError(f"MCC needs [N, d] true and [N, d'] estimates with d' >= d, got {true.shape} and {est.shape}")
+    d = true.shape[1]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        corr = np.corrcoef(true.T, est.T)[:d, d:]
+    corr = np.nan_to_num(corr)  # a constant column correlates with nothing
+    rows, cols = linear_sum_assignment(-np.abs(corr))
+    return float(np.abs(corr[rows, cols]).mean()), cols, np.sign(corr[rows, cols])
+
+
+@torch.no_grad()
+def evaluate_model(model: IVAE, tensors, batch: int = 8192, seed: int = 0) -> dict:
+    """Per member: mean ELBO / log-lik / KL over the whole dataset [E], posterior means and log-variances [E, N, d]."""
+    gen = torch.Generator(device=tensors[0].device).manual_seed(seed)
+    sums, means, logvars = np.zeros((3, model.members)), [], []
+    for i in range(0, len(tensors[0]), batch):
+        s, a, s_next, c = (t[i:i + batch] for t in tensors)
+        terms = elbo_terms(model, s, a, s_next, c, gen)
+        sums += np.stack([t.sum(-1).cpu().numpy() for t in terms])
+        m, lv = model.encode(s, a, s_next, c)
+        means.append(m.cpu().numpy()), logvars.append(lv.cpu().numpy())
+    n = len(tensors[0])
+    return {"elbo": sums[0] / n, "log_lik": sums[1] / n, "kl": sums[2] / n,
+            "u_mean": np.concatenate(means, 1), "u_logvar": np.concatenate(logvars, 1)}
+
+
+def fit(args: Args, prior: str, data: dict, tensors, device) -> dict:
+    """Train `restarts` models side by side with the given prior; keep the one with the best final ELBO on D_all."""
+    meta = data["metadata"]
+    latent_dim = args.latent_dim or (data["exogenous"].shape[1] if "exogenous" in data else meta["obs_dim"])
+    E = args.restarts
+    torch.manual_seed(args.seed)
+    rng = np.random.default_rng(args.seed)
+    model = IVAE(meta["obs_dim"], meta["act_dim"], meta["n_classes"], latent_dim, args.hidden, args.n_hidden,
+                 prior, args.prior_mean, args.decoder_var, args.encoder_c, members=E).to(device)
+    model.set_normalizer(data["observations"], data["actions"], data["next_observations"])
+    opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=args.lr)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, args.total_steps, eta_min=args.lr / 10)
+    n, t0, running = len(tensors[0]), time.time(), []
+    for step in range(1, args.total_steps + 1):
+        idx = torch.as_tensor(rng.integers(0, n, (E, args.batch_size)), device=device)  # own minibatch per member
+        elbo, log_lik, kl = elbo_terms(model, *(t[idx] for t in tensors))
+        loss = -elbo.mean(1).sum()  # maximise each member's ELBO (Eq. 4); members share no parameter
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        sched.step()
+        running.append([elbo.mean().item(), log_lik.mean().item(), kl.mean().item()])
+        if step % args.log_every == 0 or step == args.total_steps:
+            e, ll, k = np.mean(running, 0)
+            running, rate = [], step / (time.time() - t0)
+            print(f"[{prior}, {E} restarts] step {step}/{args.total_steps}  elbo {e:.3f}  log_lik {ll:.3f}  "
+                  f"kl {k:.3f}  {rate:.0f} steps/s  eta {(args.total_steps - step) / rate:.0f}s", flush=True)
+    model.eval()
+    result = evaluate_model(model, tensors, seed=args.seed)
+    best = int(np.argmax(result["elbo"]))  # model selection by ELBO only, never by MCC
+    history = [{"restart": k, "elbo": float(result["elbo"][k]), "log_lik": float(result["log_lik"][k]),
+                "kl": float(result["kl"][k])} for k in range(E)]
+    if "exogenous" in data:
+        for k in range(E):
+            history[k]["mcc"] = mean_corr_coef(data["exogenous"], result["u_mean"][k])[0]
+    out = {key: result[key][best] for key in ("elbo", "log_lik", "kl", "u_mean", "u_logvar")}
+    out.update(model=model.member(best), restart=best, history=history)
+    out.update({k: float(out[k]) for k in ("elbo", "log_lik", "kl")})
+    if "exogenous" in data:
+        out["mcc"] = history[best]["mcc"]
+    return out
+
+
+def draw_fig3(path: str, data: dict, panels: list, n_plot: int, seed: int) -> None:
+    """Fig. 3: true u coloured by c, then each posterior mean, matched to the true dims by the MCC matching."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rng = np.random.default_rng(seed)
+    idx = rng.choice(len(data["aux"]), size=min(n_plot, len(data["aux"])), replace=False)
+    c = data["aux"][idx]
+    fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 4))
+    for ax, (title, z) in zip(np.atleast_1d(axes), panels):
+        if "exogenous" in data and title != "true u":
+            _, match, signs = mean_corr_coef(data["exogenous"], z)
+            z = z[:, match] * signs
+        for k in np.unique(c):
+            ax.scatter(z[idx][c == k, 0], z[idx][c == k, 1], s=3, alpha=0.5, color=f"C{k}", label=f"c={k}")
+        ax.set_title(title, fontsize=10)
+        ax.set_xlabel("dim 1"), ax.set_ylabel("dim 2")
+    np.atleast_1d(axes)[0].legend(markerscale=4, fontsize=7)
+    fig.tight_layout()
+    contract.save_figure(path, fig)
+    plt.close(fig)
+
+
+def main(args: Args) -> dict:
+    data = contract.load_dataset(args.dataset)
+    keep = ~data["augmented"] if "augmented" in data else np.ones(len(data["rewards"]), bool)
+    data = {k: (v[keep] if isinstance(v, np.ndarray) else v) for k, v in data.items()}
+    arg_dict = {k: v for k, v in asdict(args).items() if k not in ("force", "log_every", "threads", "cuda")}
+    metrics_path = os.path.join(args.out_dir, "metrics.json")
+    if os.path.exists(metrics_path) and not args.force:
+        with open(metrics_path) as f:
+            old = json.load(f)
+        if old.get("args") == arg_dict and old.get("dataset_fingerprint") == contract.fingerprint(data):
+            print(f"{args.out_dir} already holds this fit: kept (use --force to re-fit)")
+            return old
+    torch.set_num_threads(args.threads)
+    device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
+    tensors = [torch.as_tensor(data[k], device=device) for k in ("observations", "actions", "next_observations")]
+    tensors.append(torch.as_tensor(data["aux"], device=device))
+    print(f"{args.dataset}: {contract.describe(data)}")
+
+    fits = {args.prior: fit(args, args.prior, data, tensors, device)}
+    other = "standard" if args.prior == "conditional" else "conditional"
+    if args.compare:
+        fits[other] = fit(args, other, data, tensors, device)
+    main_fit = fits[args.prior]
+
+    os.makedirs(args.out_dir, exist_ok=True)
+    fp = contract.fingerprint(data)
+    model = main_fit["model"]
+    contract.save_torch(os.path.join(args.out_dir, "ivae.pt"), {
+        "kind": "ivae", "config": model.config, "state_dict": {k: v.cpu() for k, v in model.state_dict().items()},
+        "args": arg_dict, "dataset_fingerprint": fp, "dataset_path": args.dataset, "elbo": main_fit["elbo"]})
+    latents = {"u_mean": main_fit["u_mean"], "u_logvar": main_fit["u_logvar"], "aux": data["aux"],
+               "expert": data["expert"], "episode_ids": data["episode_ids"]}
+    if "exogenous" in data:
+        latents["exogenous"] = data["exogenous"]
+    if args.compare:
+        latents["u_mean_ablation"] = fits[other]["u_mean"]
+    contract.save_npz(os.path.join(args.out_dir, "latents.npz"), latents)
+
+    metrics = {"args": arg_dict, "dataset": args.dataset, "dataset_fingerprint": fp, "n_transitions": len(data["aux"]),
+               "n_classes": data["metadata"]["n_classes"]}
+    for name, f in fits.items():
+        metrics[name] = {k: f[k] for k in ("elbo", "log_lik", "kl", "restart", "history") if k in f}
+        if "mcc" in f:
+            metrics[name]["mcc"] = f["mcc"]
+    if "exogenous" in data:
+        panels = [("true u", data["exogenous"])]
+        for name in fits:
+            label = "iVAE posterior (prior p(u|c))" if name == "conditional" else "no-c posterior (prior N(0,I))"
+            panels.append((f"{label}, MCC {fits[name]['mcc']:.2f}", fits[name]["u_mean"]))
+        draw_fig3(os.path.join(args.out_dir, "fig3.png"), data, panels, args.n_plot, args.seed)
+    contract.save_json(os.path.join(args.out_dir, "args.json"), asdict(args))
+    contract.save_json(metrics_path, metrics)
+    summary = "  ".join(f"{name}: elbo {f['elbo']:.3f}" + (f" mcc {f['mcc']:.3f}" if "mcc" in f else "") for name, f in fits.items())
+    print(f"wrote {args.out_dir}/ivae.pt, latents.npz, metrics.json{', fig3.png' if 'exogenous' in data else ''}  |  {summary}")
+    return metrics
+
+
+if __name__ == "__main__":
+    try:
+        main(tyro.cli(Args))
+    except contract.ContractError as e:
+        sys.exit(f"error: {e}")
