@@ -37,6 +37,8 @@ OPTIONAL_KEYS = {
     "exogenous": ("float", ("N", "u")),
     "policy_ids": ("int", ("N",)),
     "augmented": ("bool", ("N",)),
+    "aug_source": ("int", ("N",)),
+    "aug_partner": ("int", ("N",)),
 }
 METADATA_FIELDS = ("schema_version", "env_id", "obs_dim", "act_dim", "action_low", "action_high",
                    "n_classes", "aux_meaning", "collect_args", "seed", "versions")
@@ -84,8 +86,24 @@ def save_npz(path: str, arrays: Dict[str, Any]) -> None:
     _atomic_write(path, write)
 
 
+def save_text(path: str, text: str) -> None:
+    _atomic_write(path, lambda f: f.write(text.encode()))
+
+
 def save_json(path: str, obj: Any) -> None:
-    _atomic_write(path, lambda f: f.write((json.dumps(obj, indent=2, sort_keys=True) + "\n").encode()))
+    save_text(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")
+
+
+def save_csv(path: str, rows: list) -> None:
+    """Rows (dicts with the same keys) as CSV."""
+    import csv
+
+    buf = io.StringIO()
+    if rows:
+        writer = csv.DictWriter(buf, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    save_text(path, buf.getvalue())
 
 
 def save_torch(path: str, obj: Any) -> None:
@@ -277,3 +295,86 @@ def load_checkpoint(path: str, kind: str, required=("config", "state_dict")) -> 
         if key not in ckpt:
             _fail(path, f"checkpoint is missing '{key}'")
     return ckpt
+
+
+# ------------------------------------------------------------------------------------------ policy artifact
+# A policy is saved as a plain MLP (the deterministic mean head) plus the observation normalisation and the
+# action bounds, so evaluate.py runs it without importing the script that trained it:
+#     action = low + (tanh(net((obs - obs_mean) / obs_std)) + 1) / 2 * (high - low)
+POLICY_LAYERS = ("linear", "relu", "tanh")
+
+
+def policy_artifact(net, obs_mean, obs_std, action_low, action_high, **info) -> Dict[str, Any]:
+    """The artifact dict of `net` (an nn.Sequential of Linear/ReLU/Tanh modules: the policy's mean head).
+    `info` adds method, seed, env (the dataset's env description), dataset_fingerprint, train_args, …"""
+    import torch.nn as nn
+
+    layers = []
+    for m in net:
+        if isinstance(m, nn.Linear):
+            layers.append(f"linear:{m.in_features}:{m.out_features}")
+        elif isinstance(m, (nn.ReLU, nn.Tanh)):
+            layers.append(type(m).__name__.lower())
+        else:
+            raise ValueError(f"policy artifact supports Linear, ReLU and Tanh layers, not {type(m).__name__}")
+    linear = [l for l in layers if l.startswith("linear")]
+    return {"kind": "policy",
+            "config": {"obs_dim": int(linear[0].split(":")[1]), "act_dim": int(linear[-1].split(":")[2]), "layers": layers},
+            "state_dict": {k: v.detach().cpu().clone() for k, v in net.state_dict().items()},
+            "obs_mean": np.asarray(obs_mean, np.float32).tolist(), "obs_std": np.asarray(obs_std, np.float32).tolist(),
+            "action_low": np.asarray(action_low, np.float32).tolist(), "action_high": np.asarray(action_high, np.float32).tolist(),
+            **info}
+
+
+POLICY_INFO = ("method", "seed", "env", "dataset_fingerprint")
+
+
+def save_policy(path: str, artifact: Dict[str, Any]) -> None:
+    """Save a policy artifact (see policy_artifact); it must name its method, seed, env and dataset."""
+    for key in POLICY_INFO:
+        if key not in artifact:
+            raise ValueError(f"policy artifact needs '{key}'")
+    save_torch(path, artifact)
+
+
+def load_policy(path: str) -> Dict[str, Any]:
+    """Load and check a policy artifact; returns the dict (see save_policy)."""
+    art = load_checkpoint(path, "policy", required=("config", "state_dict", "obs_mean", "obs_std", "action_low",
+                                                     "action_high") + POLICY_INFO)
+    cfg = art["config"]
+    for key, n in (("obs_mean", cfg["obs_dim"]), ("obs_std", cfg["obs_dim"]), ("action_low", cfg["act_dim"]), ("action_high", cfg["act_dim"])):
+        if len(art[key]) != n:
+            _fail(path, f"policy '{key}' has {len(art[key])} entries, expected {n}")
+    for layer in cfg["layers"]:
+        if layer.split(":")[0] not in POLICY_LAYERS:
+            _fail(path, f"unknown policy layer '{layer}'")
+    return art
+
+
+def build_policy(art: Dict[str, Any]):
+    """The deterministic policy of an artifact as a numpy function obs [B, obs_dim] -> action [B, act_dim]."""
+    import torch
+    import torch.nn as nn
+
+    modules = []
+    for layer in art["config"]["layers"]:
+        name, *sizes = layer.split(":")
+        modules.append(nn.Linear(int(sizes[0]), int(sizes[1])) if name == "linear" else {"relu": nn.ReLU, "tanh": nn.Tanh}[name]())
+    net = nn.Sequential(*modules)
+    net.load_state_dict(art["state_dict"])
+    net.eval()
+    mean, std = (torch.tensor(art[k], dtype=torch.float32) for k in ("obs_mean", "obs_std"))
+    low, high = np.asarray(art["action_low"], np.float32), np.asarray(art["action_high"], np.float32)
+
+    @torch.no_grad()
+    def act(obs: np.ndarray) -> np.ndarray:
+        x = (torch.as_tensor(np.asarray(obs, np.float32)) - mean) / std
+        return low + (np.tanh(net(x).numpy()) + 1) / 2 * (high - low)
+
+    return act
+
+
+def require_expert(data: Dict[str, Any], path: str) -> None:
+    """Methods that learn from D_E need at least one expert row."""
+    if not data["expert"].any():
+        _fail(path, "D_E is empty (no row has expert=True): the method needs expert demonstrations")

@@ -11,8 +11,14 @@ The transition is a fixed random network that is injective in u for every fixed 
     h₂ = lrelu(W₂ h₁ + V₂ x + b₂)
     m  = W₃ h₂                              "wind" produced by u, modulated by where you are and what you do
                                             (W₃ rescaled so each dim of m has unit std for u ~ N(0, I))
-    s' = B·tanh((s + step·a + scale·m) / B)  the tanh keeps s' inside the box and is strictly monotone
+    s' = B·tanh((s + step·R(θ(s))·a + scale·m) / B)   the tanh keeps s' inside the box, strictly monotone
 so u can be recovered exactly from (s, a, s') (`ToyCausalNav.invert_u`), which tests check.
+R(θ(s)) rotates the control by θ(s) = twist·(sin(πs₁/B) + sin(πs₂/B))/2 (up to ±2.5 rad by default): the action
+that moves you toward the target depends on where you are, so the expert's action field is nonlinear and a
+policy that ignores the twist fails (return ≈ -18 against the expert's ≈ -6). Without it, "push toward the
+target" is a clipped linear function that behavior cloning learns from a handful of episodes, and no
+imitation method could be told apart from another. The wind (scale 0.03) stays weaker than the control, so
+the expert reaches the target in every class.
 
 Every parameter comes from `ToyEnvConfig.seed` and `n_classes`, so the pair stored in a dataset's metadata
 (`env_config`, `env_n_classes`) rebuilds the same environment. `n_classes` counts every class the env knows;
@@ -46,7 +52,9 @@ class ToyEnvConfig:
     """half-width B of the bounding box; states live in (-B, B)²"""
     step_size: float = 0.1
     """displacement produced by a unit action"""
-    noise_scale: float = 0.04
+    twist: float = 2.5
+    """largest rotation (radians) of the control direction over the box"""
+    noise_scale: float = 0.03
     """scale of the exogenous displacement m(u, s, a)"""
     leaky_slope: float = 0.5
     """negative slope of the leaky-ReLU mixing (smaller = more nonlinear, must be > 0)"""
@@ -120,11 +128,22 @@ class ToyCausalNav:
         h2 = self._lrelu(h1 @ self.W2.T + x @ self.V2.T + self.b2)
         return h2 @ self.W3.T
 
+    def rotation(self, s: np.ndarray) -> np.ndarray:
+        """R(θ(s)) [..., 2, 2], the rotation applied to the control at state s [..., 2]."""
+        B = self.config.box
+        theta = self.config.twist * (np.sin(np.pi * s[..., 0] / B) + np.sin(np.pi * s[..., 1] / B)) / 2
+        c, sn = np.cos(theta), np.sin(theta)
+        return np.stack([np.stack([c, -sn], -1), np.stack([sn, c], -1)], -2)
+
+    def control(self, s: np.ndarray, a: np.ndarray) -> np.ndarray:
+        """Displacement produced by the (clipped) action: step·R(θ(s))·a [B, 2]."""
+        return self.config.step_size * np.einsum("...ij,...j->...i", self.rotation(s), a)
+
     def transition(self, s: np.ndarray, a: np.ndarray, u: np.ndarray) -> np.ndarray:
         """s' = f(s, a, u) for batches [B, 2]; actions are clipped to the action bounds first."""
         cfg = self.config
         a = np.clip(a, self.action_low, self.action_high)
-        z = s + cfg.step_size * a + cfg.noise_scale * self.mixing(s, a, u)
+        z = s + self.control(s, a) + cfg.noise_scale * self.mixing(s, a, u)
         return cfg.box * np.tanh(z / cfg.box)
 
     def invert_u(self, s: np.ndarray, a: np.ndarray, s_next: np.ndarray) -> np.ndarray:
@@ -133,7 +152,7 @@ class ToyCausalNav:
         a = np.clip(a, self.action_low, self.action_high)
         x = np.concatenate([s, a], axis=-1)
         z = cfg.box * np.arctanh(np.clip(s_next / cfg.box, -1 + 1e-15, 1 - 1e-15))
-        m = (z - s - cfg.step_size * a) / cfg.noise_scale
+        m = (z - s - self.control(s, a)) / cfg.noise_scale
         h2 = np.linalg.solve(self.W3, m.T).T
         h1 = np.linalg.solve(self.W2, (self._lrelu_inv(h2) - x @ self.V2.T - self.b2).T).T
         return np.linalg.solve(self.W1, (self._lrelu_inv(h1) - x @ self.V1.T - self.b1).T).T
@@ -148,7 +167,8 @@ class ToyCausalNav:
 
     def expert_action(self, s: np.ndarray) -> np.ndarray:
         """Goal-seeking controller: the action that would land on the target without exogenous drift, clipped."""
-        return np.clip((self.target - s) / self.config.step_size, self.action_low, self.action_high)
+        a = np.einsum("...ji,...j->...i", self.rotation(s), (self.target - s) / self.config.step_size)  # R(θ)ᵀ (target - s)
+        return np.clip(a, self.action_low, self.action_high)
 
     def spec(self) -> dict:
         """Everything a dataset's metadata needs to rebuild and describe this env."""

@@ -59,7 +59,7 @@ class Args:
     """also fit the other prior with the same budget, for Fig. 3 and the MCC comparison"""
     latent_dim: Optional[int] = None
     """dimension of u; default: that of the dataset's true `exogenous`, else obs_dim"""
-    hidden: int = 64
+    hidden: int = 128
     """width of the hidden layers of encoder and decoder"""
     n_hidden: int = 2
     """number of hidden layers of encoder and decoder"""

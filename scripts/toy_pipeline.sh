@@ -1,14 +1,96 @@
 #!/usr/bin/env bash
-# The main job: the toy pipeline of OILCA §5.1 on a CPU, each stage a standalone script.
-#   1. collect_data.py  D_all = D_E ∪ D_U with the class label c          -> data/toy.npz
-#   2. train_ivae.py    conditional iVAE (+ the no-c ablation), MCC, Fig. 3 -> runs/ivae/
-# Stages keep outputs made with the same arguments (pass FORCE=1 to rebuild everything).
+# The main job: the whole toy pipeline of OILCA (§5.1, Alg. 1, Fig. 3–5) on a CPU. Each stage is a standalone
+# script; this file only chains them and runs independent jobs two at a time (one per core).
+#   1. collect_data.py  D_all = D_E ∪ D_U with the class label c                        -> data/toy.npz
+#   2. train_ivae.py    conditional iVAE (+ no-c ablation), MCC, Fig. 3                  -> runs/ivae/
+#   3. train_bc.py      BC-exp and BC-all, seeds 0-4                                      -> runs/toy/bc_{exp,all}_s*/
+#   4. augment.py       counterfactual rows (sampler π̂_E = that seed's BC-exp policy)    -> data/toy_aug_*_s*.npz
+#   5. train_dwbc.py    DWBC on D_all, OILCA on the augmented data (+ Fig. 5 ratios)      -> runs/toy/{dwbc,oilca*}_s*/
+#   6. evaluate.py      every policy on the training classes and on the held-out class    -> results/toy/*.json
+#   7. report.py        table (mean ± std over seeds) and Fig. 4 / Fig. 5, from the JSON files alone
+# Environment knobs: SEEDS (default "0 1 2 3 4"), FIG5_SEEDS ("0 1 2"), FIG5_RATIOS ("0.1 0.25 1.0"),
+# STEPS (policy gradient steps, 5000), EPISODES (evaluation episodes per split, 100), IVAE_STEPS (10000),
+# OUT_ROOT (where data/, runs/ and results/ go, default the repo), FORCE=1 (rebuild the dataset and the iVAE).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 PY=.venv/bin/python
+SEEDS=${SEEDS:-"0 1 2 3 4"}
+FIG5_SEEDS=${FIG5_SEEDS:-"0 1 2"}
+FIG5_RATIOS=${FIG5_RATIOS:-"0.1 0.25 1.0"}
+RATIO=0.5
+STEPS=${STEPS:-5000}
+EPISODES=${EPISODES:-100}
+IVAE_STEPS=${IVAE_STEPS:-10000}
 force=(); [ "${FORCE:-0}" = 1 ] && force=(--force)
-start=$(date +%s)
-$PY collect_data.py --env toy --out data/toy.npz --seed 0 "${force[@]}"
-$PY train_ivae.py --dataset data/toy.npz --out-dir runs/ivae --seed 0 "${force[@]}"
-echo "toy pipeline done in $(( $(date +%s) - start ))s: data/toy.npz, runs/ivae/{ivae.pt,latents.npz,metrics.json,fig3.png}"
+R=${OUT_ROOT:-.}
+OUT=$R/results/toy
+mkdir -p $OUT $R/runs/toy $R/data
+rm -f $OUT/*.json
+timing=()
+t_all=$(date +%s)
+stage() { timing+=("\"$1\": $(( $(date +%s) - $2 ))"); echo "== $1 done in $(( $(date +%s) - $2 ))s"; }
+parallel() { xargs -d '\n' -P 2 -n 1 bash -c || { echo "a job failed; see $R/runs/toy/*/train.log" >&2; exit 1; }; }
+evals() { # policy dir -> evaluation on both splits, one JSON each in results/toy
+  local name; name=$(basename "$1")
+  echo "$PY evaluate.py --policy $1/policy.pt --split train --episodes $EPISODES --out $OUT/${name}_train.json > $1/eval.log && $PY evaluate.py --policy $1/policy.pt --split heldout --episodes $EPISODES --out $OUT/${name}_heldout.json >> $1/eval.log"
+}
+
+t=$(date +%s)
+$PY collect_data.py --env toy --out $R/data/toy.npz --seed 0 "${force[@]}"
+stage collect $t
+
+t=$(date +%s)
+$PY train_ivae.py --dataset $R/data/toy.npz --out-dir $R/runs/ivae --seed 0 --total-steps $IVAE_STEPS "${force[@]}"
+stage train_ivae $t
+
+t=$(date +%s)
+for s in $SEEDS; do
+  for data in expert all; do
+    d=$R/runs/toy/bc_${data/expert/exp}_s$s
+    mkdir -p $d
+    echo "$PY train_bc.py --dataset $R/data/toy.npz --data $data --seed $s --total-steps $STEPS --out-dir $d > $d/train.log && $(evals $d)"
+  done
+done | parallel
+stage bc $t
+
+t=$(date +%s)
+for s in $SEEDS; do
+  ratios=$RATIO; [[ " $FIG5_SEEDS " == *" $s "* ]] && ratios="$RATIO $FIG5_RATIOS"
+  for r in $ratios; do
+    $PY augment.py --dataset $R/data/toy.npz --ivae $R/runs/ivae/ivae.pt --sampler $R/runs/toy/bc_exp_s$s/policy.pt \
+      --ratio $r --seed $s --out $R/data/toy_aug_r${r}_s$s.npz | tail -n 1
+  done
+done
+stage augment $t
+
+t=$(date +%s)
+for s in $SEEDS; do
+  d=$R/runs/toy/dwbc_s$s; mkdir -p $d
+  echo "$PY train_dwbc.py --dataset $R/data/toy.npz --seed $s --total-steps $STEPS --out-dir $d > $d/train.log && $(evals $d)"
+  d=$R/runs/toy/oilca_s$s; mkdir -p $d
+  echo "$PY train_dwbc.py --dataset $R/data/toy_aug_r${RATIO}_s$s.npz --seed $s --total-steps $STEPS --out-dir $d > $d/train.log && $(evals $d)"
+done | parallel
+stage dwbc_oilca $t
+
+t=$(date +%s)
+for s in $FIG5_SEEDS; do
+  for r in $FIG5_RATIOS; do
+    d=$R/runs/toy/oilca_r${r}_s$s; mkdir -p $d
+    echo "$PY train_dwbc.py --dataset $R/data/toy_aug_r${r}_s$s.npz --seed $s --total-steps $STEPS --method oilca_r$r --out-dir $d > $d/train.log && $(evals $d)"
+  done
+done | parallel
+stage fig5_ratios $t
+
+t=$(date +%s)
+for ref in expert random; do
+  for split in train heldout; do
+    $PY evaluate.py --reference $ref --env-dataset $R/data/toy.npz --split $split --episodes $EPISODES --out $OUT/reference_${ref}_$split.json > /dev/null
+  done
+done
+$PY report.py --results $OUT
+stage report $t
+
+total=$(( $(date +%s) - t_all ))
+echo "{$(IFS=,; echo "${timing[*]}"), \"total\": $total}" > $OUT/timing.json
+echo "toy pipeline done in ${total}s: $OUT/{table.md,fig4.png,fig5.png,timing.json}, $R/runs/ivae/fig3.png"

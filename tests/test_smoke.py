@@ -69,3 +69,48 @@ def test_collect_rejects_unknown_or_unavailable_envs(tmp_path):
         proc = run("collect_data.py", "--env", env, "--out", str(tmp_path / "x.npz"), ok=False)
         assert proc.returncode != 0 and words in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
     assert not os.path.exists(tmp_path / "x.npz")
+
+
+def test_policy_stages_chain(tmp_path):
+    data = str(tmp_path / "toy.npz")
+    run("collect_data.py", "--out", data, "--n-classes", "2", "--episodes-per-class", "10", "--toy.episode-len", "20")
+    run("train_ivae.py", "--dataset", data, "--out-dir", str(tmp_path / "ivae"), "--total-steps", "40", "--restarts", "1",
+        "--no-compare", "--hidden", "16")
+    small = ["--total-steps", "40", "--hidden", "16", "--eval-every", "20", "--eval-episodes", "4"]
+    run("train_bc.py", "--dataset", data, "--out-dir", str(tmp_path / "bc_exp"), *small)
+    run("train_bc.py", "--dataset", data, "--data", "all", "--out-dir", str(tmp_path / "bc_all"), *small)
+    proc = run("augment.py", "--dataset", data, "--ivae", str(tmp_path / "ivae" / "ivae.pt"), "--out", str(tmp_path / "aug.npz"),
+               "--sampler", str(tmp_path / "bc_exp" / "policy.pt"), "--ratio", "0.3")
+    assert "augmented" in proc.stdout
+    run("train_dwbc.py", "--dataset", data, "--out-dir", str(tmp_path / "dwbc"), *small)
+    proc = run("train_dwbc.py", "--dataset", str(tmp_path / "aug.npz"), "--out-dir", str(tmp_path / "oilca"), *small)
+    assert "[oilca]" in proc.stdout
+    progress = open(tmp_path / "oilca" / "progress.csv").read().splitlines()
+    assert progress[0].startswith("step,") and len(progress) == 3  # header + evaluations at steps 20 and 40
+    results = tmp_path / "results"
+    for method in ("bc_exp", "bc_all", "dwbc", "oilca"):
+        for split in ("train", "heldout"):
+            run("evaluate.py", "--policy", str(tmp_path / method / "policy.pt"), "--split", split, "--episodes", "4",
+                "--out", str(results / f"{method}_{split}.json"))
+    proc = run("report.py", "--results", str(results))
+    assert "| oilca |" in proc.stdout and "**" in proc.stdout
+    for name in ("table.md", "fig4.png", "fig5.png"):
+        assert (results / name).exists()
+    # errors are one line on stderr
+    other = str(tmp_path / "other.npz")
+    run("collect_data.py", "--out", other, "--n-classes", "2", "--episodes-per-class", "10", "--toy.episode-len", "20", "--seed", "7")
+    proc = run("augment.py", "--dataset", other, "--ivae", str(tmp_path / "ivae" / "ivae.pt"), "--out", str(tmp_path / "x.npz"), ok=False)
+    assert proc.returncode != 0 and "fit on another dataset" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_main_job_runs_on_a_tiny_config(tmp_path):
+    env = {**os.environ, "OUT_ROOT": str(tmp_path), "SEEDS": "0 1", "FIG5_SEEDS": "0", "FIG5_RATIOS": "0.25",
+           "STEPS": "60", "EPISODES": "6", "IVAE_STEPS": "60"}
+    proc = subprocess.run(["bash", "scripts/toy_pipeline.sh"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    table = open(tmp_path / "results" / "toy" / "table.md").read()
+    for method in ("bc_exp", "bc_all", "dwbc", "oilca", "oilca_r0.25", "reference_expert", "reference_random"):
+        assert f"| {method} |" in table
+    timing = json.load(open(tmp_path / "results" / "toy" / "timing.json"))
+    assert {"collect", "train_ivae", "bc", "augment", "dwbc_oilca", "report", "total"} <= set(timing)
+    assert (tmp_path / "results" / "toy" / "fig5.png").exists() and (tmp_path / "runs" / "ivae" / "fig3.png").exists()

@@ -96,10 +96,30 @@ def test_gym_like_api():
     assert np.array_equal(env.reset(c=2, seed=5), ToyCausalNav(3, ToyEnvConfig(episode_len=7)).reset(c=2, seed=5))
 
 
-def test_expert_action_points_at_target():
+def test_expert_control_points_at_target_and_the_twist_matters():
     env = ToyCausalNav(4)
     s, _, _ = batch(env)
     a = env.expert_action(s)
     assert np.all(np.abs(a) <= 1)
     far = np.linalg.norm(env.target - s, axis=1) > 1e-3
-    assert np.all(np.sum(a * (env.target - s), axis=1)[far] > 0)
+    assert np.all(np.sum(env.control(s, a) * (env.target - s), axis=1)[far] > 0)
+    # the raw action often points away from the target: a policy must learn the twist field
+    assert np.mean(np.sum(a * (env.target - s), axis=1)[far] < 0) > 0.1
+    R = env.rotation(s)
+    np.testing.assert_allclose(R @ np.swapaxes(R, -1, -2), np.broadcast_to(np.eye(2), R.shape), atol=1e-12)
+
+
+def test_expert_beats_a_controller_that_ignores_the_twist():
+    env = ToyCausalNav(4)
+
+    def run(policy, n=200):
+        rng = np.random.default_rng(0)
+        s, c, ret = env.sample_start(n, rng), np.arange(n) % 3, 0.0
+        for _ in range(env.config.episode_len):
+            s = env.transition(s, policy(s), env.sample_u(c, rng))
+            ret += env.reward(s)
+        return ret.mean()
+
+    naive = lambda s: np.clip((env.target - s) / env.config.step_size, -1, 1)  # noqa: E731
+    random = lambda s: np.random.default_rng(1).uniform(-1, 1, s.shape)  # noqa: E731
+    assert run(env.expert_action) > run(naive) + 5 > run(random) + 10

@@ -1,0 +1,201 @@
+"""Counterfactual data augmentation of OILCA (Algorithm 1, lines 5–9; §4.2).
+
+1. Pretrain the sampler policy π̂_E by behavior cloning on D_E (train_bc.py's tanh-Gaussian actor and loss),
+   or take a BC-exp policy artifact already trained on this dataset (`--sampler runs/bc_exp/policy.pt`).
+2. For each new row: draw an expert transition (s, a, s', c) from D_E and infer its exogenous variable
+   u ~ q(u | s, a, s', c) with the iVAE of train_ivae.py (`--posterior mean` uses the posterior mean);
+   draw a different (s~, a~) from D_U; generate the counterfactual state s~' = f(s~, a~, u) (decoder mean);
+   label it a~' = π̂_E(s~') (the deterministic mean action; `--label sample` samples instead).
+   The row also gets s~'' = f(s~', a~', u), the counterfactual next state under the same u.
+3. Write D_all plus the new rows, marked `augmented`, as a dataset of the same contract.
+
+`--mode reconstruct` reproduces the authors' code instead (their algos/augment_DWBC_expert.py): u ~ q(u | expert
+row), s~' ~ N(f(s, a, u), σ²_dec), a noisy re-sample of the expert's own next state, labelled with a sample
+of π̂_E. No D_U state is used. It exists to measure the difference.
+
+Amount: `ratio` = |augmented D_E| / |D_U|, the x-axis of the paper's Fig. 5; augmented D_E = the collected
+expert rows plus the new rows, so the script makes max(0, round(ratio·|D_U|) - |D_E|) rows.
+
+Inputs:  --dataset (CONTRACT.md) and --ivae (train_ivae.py's ivae.pt, which must have been fit on this dataset).
+Outputs: --out, the augmented dataset: new rows have augmented=True, expert=True, episode_ids=-1, aux = the
+         source expert row's c, exogenous = the source row's true u (where known), reward 0, no end flag,
+         aug_source = index of the expert row, aug_partner = index of the D_U row (-1 in reconstruct mode);
+         metadata["augmentation"] records the arguments and counts.
+         --sampler-out, the sampler π̂_E as a policy artifact (evaluate.py can roll it out).
+"""
+
+import sys
+import time
+from dataclasses import asdict, dataclass
+from typing import Literal, Optional
+
+import numpy as np
+import torch
+import tyro
+
+import contract
+from evaluate import env_spec
+from train_bc import Actor, Normalizer, artifact, bc_loss
+from train_ivae import IVAE
+
+
+@dataclass
+class Args:
+    dataset: str = "data/toy.npz"
+    """input dataset D_all"""
+    ivae: str = "runs/ivae/ivae.pt"
+    """iVAE checkpoint fit on this dataset (train_ivae.py)"""
+    out: str = "data/toy_aug.npz"
+    """output: the augmented dataset"""
+    sampler: Optional[str] = None
+    """use this policy artifact (e.g. train_bc.py's BC-exp on the same dataset) as π̂_E instead of training one"""
+    sampler_out: str = "runs/sampler/policy.pt"
+    """output: the trained sampler policy π̂_E as a policy artifact (when --sampler is not given)"""
+    ratio: float = 0.5
+    """|augmented D_E| / |D_U| (Fig. 5's x-axis)"""
+    mode: Literal["counterfactual", "reconstruct"] = "counterfactual"
+    """counterfactual: expert u with (s~, a~) from D_U (the paper); reconstruct: the authors' code path"""
+    posterior: Literal["sample", "mean"] = "sample"
+    """u drawn from q(u | s, a, s', c), or its mean"""
+    label: Literal["mean", "sample"] = "mean"
+    """label a~' with π̂_E's mean action, or with a sample (reconstruct mode always samples, as the authors' code)"""
+    seed: int = 0
+    """seed of the sampler training and of the draws"""
+    sampler_steps: int = 5_000
+    """BC steps of the sampler π̂_E on D_E"""
+    sampler_lr: float = 1e-4
+    """Adam learning rate of the sampler (weight decay 5e-3, as BC-exp)"""
+    batch_size: int = 256
+    """BC minibatch size"""
+    hidden: int = 256
+    """hidden width of the sampler"""
+    threads: int = 1
+    """torch CPU threads"""
+
+
+def train_sampler(obs: np.ndarray, act: np.ndarray, meta: dict, args: Args):
+    """π̂_E: BC on D_E with train_bc.py's actor and loss. Returns (actor, normalizer, final loss)."""
+    torch.manual_seed(args.seed)
+    rng = np.random.default_rng(args.seed)
+    norm = Normalizer(obs, meta["action_low"], meta["action_high"])
+    obs_t, act_t = torch.as_tensor(norm.obs(obs)), torch.as_tensor(norm.act(act))
+    actor = Actor(meta["obs_dim"], meta["act_dim"], args.hidden)
+    opt = torch.optim.Adam(actor.parameters(), lr=args.sampler_lr, weight_decay=5e-3)
+    for step in range(1, args.sampler_steps + 1):
+        idx = torch.as_tensor(rng.integers(0, len(obs_t), args.batch_size))
+        loss = bc_loss(actor, obs_t[idx], act_t[idx])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if step % 1000 == 0 or step == args.sampler_steps:
+            print(f"[sampler π̂_E] step {step}/{args.sampler_steps}  bc loss {loss.item():.3f}", flush=True)
+    return actor, norm, float(loss.item())
+
+
+@torch.no_grad()
+def label_actions(actor: Actor, norm: Normalizer, obs: np.ndarray, sample: bool, gen: torch.Generator) -> np.ndarray:
+    """a~' = π̂_E(s~'): tanh of the mean (or of a Gaussian sample), mapped to the action bounds."""
+    mu, log_std = actor(torch.as_tensor(norm.obs(obs)))
+    pre = mu + log_std.exp() * torch.randn(mu.shape, generator=gen) if sample else mu
+    a = torch.tanh(pre).numpy()
+    return (norm.low + (a + 1) / 2 * (norm.high - norm.low)).astype(np.float32)
+
+
+def load_ivae(path: str, data: dict, dataset_path: str) -> IVAE:
+    ckpt = contract.load_checkpoint(path, "ivae")
+    fp = contract.fingerprint(data)
+    if ckpt.get("dataset_fingerprint") != fp:
+        raise contract.ContractError(f"{path}: this iVAE was fit on another dataset ({ckpt.get('dataset_path')}, "
+                                     f"fingerprint {ckpt.get('dataset_fingerprint')}), not on {dataset_path} ({fp})")
+    meta, cfg = data["metadata"], ckpt["config"]
+    if (cfg["obs_dim"], cfg["act_dim"], cfg["n_classes"]) != (meta["obs_dim"], meta["act_dim"], meta["n_classes"]):
+        raise contract.ContractError(f"{path}: iVAE dims (obs {cfg['obs_dim']}, act {cfg['act_dim']}, classes "
+                                     f"{cfg['n_classes']}) do not match {dataset_path}")
+    model = IVAE(**cfg)
+    model.load_state_dict(ckpt["state_dict"])
+    return model.eval()
+
+
+def main(args: Args) -> dict:
+    t0 = time.time()
+    data = contract.load_dataset(args.dataset)
+    if "augmented" in data and data["augmented"].any():
+        raise ValueError(f"{args.dataset} is already augmented: augment the raw dataset")
+    contract.require_expert(data, args.dataset)
+    meta = data["metadata"]
+    ivae = load_ivae(args.ivae, data, args.dataset)
+    if args.ratio < 0:
+        raise ValueError("--ratio must be >= 0")
+    torch.set_num_threads(args.threads)
+    exp_rows, unl_rows = np.flatnonzero(data["expert"]), np.flatnonzero(~data["expert"])
+    if len(unl_rows) == 0 and args.mode == "counterfactual":
+        raise ValueError(f"{args.dataset}: D_U is empty, nothing to pair the expert u with")
+    n_aug = max(0, int(round(args.ratio * len(unl_rows))) - len(exp_rows))
+
+    # 1. the sampler π̂_E (Alg. 1 line 5)
+    sample_labels = args.label == "sample" or args.mode == "reconstruct"
+    if args.sampler:
+        if sample_labels:
+            raise ValueError("a --sampler artifact holds only the mean action: use --label mean and --mode counterfactual")
+        sampler_art = contract.load_policy(args.sampler)
+        if sampler_art["dataset_fingerprint"] != contract.fingerprint(data):
+            raise contract.ContractError(f"{args.sampler}: this sampler was trained on another dataset than {args.dataset}")
+        sampler_policy, sampler_loss = contract.build_policy(sampler_art), None
+    else:
+        actor, norm, sampler_loss = train_sampler(data["observations"][exp_rows], data["actions"][exp_rows], meta, args)
+        contract.save_policy(args.sampler_out, artifact(actor, norm, method="sampler_bc_exp", seed=args.seed,
+                                                        env=env_spec(meta), dataset_fingerprint=contract.fingerprint(data),
+                                                        dataset=args.dataset, train_args=asdict(args)))
+
+    # 2. counterfactual rows (Alg. 1 lines 6–9)
+    rng = np.random.default_rng(args.seed + 1)
+    gen = torch.Generator().manual_seed(args.seed + 1)
+    src = rng.choice(exp_rows, n_aug)
+    T = lambda k, rows: torch.as_tensor(data[k][rows])  # noqa: E731
+    with torch.no_grad():
+        mean_q, logvar_q = (x[0] for x in ivae.encode(T("observations", src), T("actions", src),
+                                                      T("next_observations", src), T("aux", src)))
+        u = mean_q if args.posterior == "mean" else mean_q + (0.5 * logvar_q).exp() * torch.randn(mean_q.shape, generator=gen)
+        if args.mode == "counterfactual":
+            partner = rng.choice(unl_rows, n_aug)
+            s_cf = ivae.decode(T("observations", partner), T("actions", partner), u)[0].numpy()
+            a_cf = (sampler_policy(s_cf).astype(np.float32) if args.sampler
+                    else label_actions(actor, norm, s_cf, sample_labels, gen))
+        else:  # the authors' path: a noisy re-sample of the expert's own s', labelled with a policy sample
+            partner = np.full(n_aug, -1)
+            s_src = T("observations", src)
+            delta_n = ivae.decode_delta(s_src, T("actions", src), u)[0]
+            delta_n = delta_n + (0.5 * ivae.decoder_logvar).exp() * torch.randn(delta_n.shape, generator=gen)
+            s_cf = (s_src + delta_n * ivae.delta_std + ivae.delta_mean).numpy()
+            a_cf = label_actions(actor, norm, s_cf, True, gen)
+        s_next_cf = ivae.decode(torch.as_tensor(s_cf), torch.as_tensor(a_cf), u)[0].numpy()
+
+    # 3. the augmented dataset
+    N = len(data["rewards"])
+    new = {"observations": s_cf, "actions": a_cf, "next_observations": s_next_cf,
+           "rewards": np.zeros(n_aug, np.float32), "terminals": np.zeros(n_aug, bool), "timeouts": np.zeros(n_aug, bool),
+           "episode_ids": np.full(n_aug, -1), "aux": data["aux"][src], "expert": np.ones(n_aug, bool),
+           "episode_returns": data["episode_returns"][src], "augmented": np.ones(n_aug, bool),
+           "aug_source": src, "aug_partner": partner}
+    old = {"augmented": np.zeros(N, bool), "aug_source": np.full(N, -1), "aug_partner": np.full(N, -1)}
+    if "exogenous" in data:
+        new["exogenous"] = data["exogenous"][src]
+    if "policy_ids" in data:
+        new["policy_ids"] = np.full(n_aug, -1)
+    arrays = {k: np.concatenate([old[k] if k in old else data[k], new[k]]).astype((old[k] if k in old else data[k]).dtype)
+              for k in new}
+    meta = {**meta, "augmentation": {**asdict(args), "n_augmented": n_aug, "n_expert_rows": int(len(exp_rows)),
+                                     "n_unlabelled_rows": int(len(unl_rows)), "sampler_bc_loss": sampler_loss}}
+    arrays["metadata"] = contract.dataset_arrays_from_meta(meta)
+    contract.validate_dataset(args.out, arrays)
+    contract.save_npz(args.out, arrays)
+    print(f"wrote {args.out}: {N} collected rows + {n_aug} augmented ({args.mode}); augmented D_E / D_U = "
+          f"{(len(exp_rows) + n_aug) / max(1, len(unl_rows)):.3f} ({time.time() - t0:.1f}s)")
+    return {"path": args.out, "n_augmented": n_aug}
+
+
+if __name__ == "__main__":
+    try:
+        main(tyro.cli(Args))
+    except (contract.ContractError, ValueError) as e:
+        sys.exit(f"error: {e}")

@@ -1,0 +1,152 @@
+"""Roll out a saved policy and write one JSON result per run (OILCA §5: returns of the learned policy).
+
+The policy artifact (CONTRACT.md, `kind: policy`) is self-contained: normalisation, action bounds and the env it
+was trained for are inside it, so this script needs nothing from the script that trained the policy.
+
+Splits of the auxiliary variable c:
+  * `train`   the classes present in the training data (in-distribution),
+  * `heldout` the classes the env knows but the data never showed (out-of-distribution; toy env),
+  * `--classes 0 3` any explicit list.
+Episodes are spread evenly over the chosen classes. Evaluation seeds (`--seed`, default 10_000) are disjoint
+from the data and training seeds. The policy acts deterministically (the tanh of its mean).
+
+Backends: `toy` now (vectorised over episodes). DeepMind Control and CausalWorld come with their own issues.
+
+Output JSON: method, seed (training seed), env, split, classes, returns (one per episode), episode_classes,
+mean_return, std_return, episodes, eval_seed, policy, dataset_fingerprint, args, train_args.
+"""
+
+import os
+import sys
+from dataclasses import asdict, dataclass
+from typing import Callable, Literal, Optional, Sequence, Tuple
+
+import numpy as np
+import tyro
+
+import contract
+from toy_env import ToyCausalNav, ToyEnvConfig
+
+
+@dataclass
+class Args:
+    policy: str = "runs/dwbc/policy.pt"
+    """policy artifact to evaluate"""
+    split: str = "train"
+    """classes of c to evaluate on: `train` (in-distribution) or `heldout` (unseen classes)"""
+    classes: Optional[Tuple[int, ...]] = None
+    """explicit classes of c (overrides --split)"""
+    episodes: int = 100
+    """number of evaluation episodes, spread evenly over the classes"""
+    seed: int = 10_000
+    """evaluation seed (keep it apart from data and training seeds)"""
+    env_dataset: Optional[str] = None
+    """evaluate on the env described by this dataset's metadata instead of the one recorded in the policy"""
+    out: Optional[str] = None
+    """result JSON path (default: beside the policy, eval_<split>.json)"""
+    method: Optional[str] = None
+    """label for the result (default: the method recorded in the policy)"""
+    reference: Optional[Literal["expert", "random"]] = None
+    """evaluate the env's own goal-seeking controller or uniform-random actions instead of --policy
+    (reference rows of the result table; needs --env-dataset)"""
+
+
+def make_env(spec: dict):
+    """Build the env a dataset's metadata describes."""
+    if spec["env_id"] == "toy":
+        return ToyCausalNav(spec["env_n_classes"], ToyEnvConfig(**spec["env_config"]))
+    raise NotImplementedError(f"evaluation on '{spec['env_id']}' is not implemented yet; only the toy env works")
+
+
+def env_spec(meta: dict) -> dict:
+    """The part of a dataset's metadata that describes the env (stored in every policy artifact)."""
+    keys = ("env_id", "env_config", "env_n_classes", "n_classes", "heldout_classes", "obs_dim", "act_dim",
+            "action_low", "action_high", "episode_len")
+    return {k: meta[k] for k in keys if k in meta}
+
+
+def split_classes(spec: dict, split: str, classes: Optional[Sequence[int]] = None) -> list:
+    if classes:
+        return [int(c) for c in classes]
+    if split == "train":
+        return list(range(spec["n_classes"]))
+    if split == "heldout":
+        if not spec.get("heldout_classes"):
+            raise ValueError(f"env '{spec['env_id']}' has no held-out classes of c")
+        return list(spec["heldout_classes"])
+    raise ValueError(f"unknown split '{split}': use train, heldout or --classes")
+
+
+def rollout_toy(env: ToyCausalNav, policy: Callable, classes: Sequence[int], episodes: int, seed: int):
+    """Run `episodes` episodes in parallel (classes assigned round-robin); returns (returns [E], classes [E])."""
+    rng = np.random.default_rng(seed)
+    ep_classes = np.array([classes[i % len(classes)] for i in range(episodes)])
+    s = env.sample_start(episodes, rng)
+    returns = np.zeros(episodes)
+    for _ in range(env.config.episode_len):
+        a = np.clip(policy(s), env.action_low, env.action_high)
+        s = env.transition(s, a, env.sample_u(ep_classes, rng))
+        returns += env.reward(s)
+    return returns, ep_classes
+
+
+def evaluate_policy(policy: Callable, spec: dict, classes: Sequence[int], episodes: int, seed: int):
+    env = make_env(spec)
+    bad = [c for c in classes if not 0 <= c < env.n_classes]
+    if bad:
+        raise ValueError(f"classes {bad} are outside the env's {env.n_classes} classes")
+    return rollout_toy(env, policy, classes, episodes, seed)
+
+
+def check_dims(path: str, art: dict, spec: dict) -> None:
+    cfg = art["config"]
+    if (cfg["obs_dim"], cfg["act_dim"]) != (spec["obs_dim"], spec["act_dim"]):
+        raise contract.ContractError(
+            f"{path}: policy expects obs_dim={cfg['obs_dim']}, act_dim={cfg['act_dim']} but env '{spec['env_id']}' "
+            f"has obs_dim={spec['obs_dim']}, act_dim={spec['act_dim']}")
+
+
+def reference_policy(kind: str, spec: dict, seed: int) -> Callable:
+    """The env's goal-seeking controller (an upper reference) or uniform random actions (a lower one)."""
+    env = make_env(spec)
+    if kind == "expert":
+        return env.expert_action
+    rng = np.random.default_rng(seed + 1)
+    return lambda obs: rng.uniform(env.action_low, env.action_high, size=(len(obs), env.act_dim))
+
+
+def main(args: Args) -> dict:
+    if args.reference:
+        if args.env_dataset is None:
+            raise ValueError("--reference needs --env-dataset (the env to run the reference policy in)")
+        spec = env_spec(contract.load_dataset(args.env_dataset)["metadata"])
+        art = {"method": f"reference_{args.reference}", "seed": 0, "dataset_fingerprint": None}
+        policy = reference_policy(args.reference, spec, args.seed)
+    else:
+        art = contract.load_policy(args.policy)
+        spec = art["env"] if args.env_dataset is None else env_spec(contract.load_dataset(args.env_dataset)["metadata"])
+        check_dims(args.policy, art, spec)
+        policy = contract.build_policy(art)
+    classes = split_classes(spec, args.split, args.classes)
+    returns, ep_classes = evaluate_policy(policy, spec, classes, args.episodes, args.seed)
+    split = args.split if not args.classes else "classes_" + "_".join(map(str, classes))
+    result = {"method": args.method or art["method"], "seed": art["seed"], "env": spec["env_id"], "split": split,
+              "classes": classes, "returns": returns.tolist(), "episode_classes": ep_classes.tolist(),
+              "mean_return": float(returns.mean()), "std_return": float(returns.std()), "episodes": args.episodes,
+              "eval_seed": args.seed, "policy": None if args.reference else args.policy,
+              "dataset_fingerprint": art["dataset_fingerprint"],
+              "args": asdict(args), "train_args": art.get("train_args", {}),
+              "augmented_de_over_du": art.get("augmented_de_over_du")}
+    default = f"eval_{result['method']}_{split}.json" if args.reference else os.path.join(os.path.dirname(args.policy), f"eval_{split}.json")
+    out = args.out or default
+    contract.save_json(out, result)
+    print(f"{result['method']} (seed {result['seed']}) on {spec['env_id']} {split} classes {classes}: "
+          f"return {returns.mean():.2f} ± {returns.std():.2f} over {args.episodes} episodes -> {out}")
+    return result
+
+
+if __name__ == "__main__":
+    try:
+        main(tyro.cli(Args))
+    except (contract.ContractError, ValueError, NotImplementedError) as e:
+        sys.exit(f"error: {e}")

@@ -1,0 +1,205 @@
+"""Discriminator-weighted behavior cloning (DWBC, Xu et al. 2022; OILCA Eq. 5–6). On a raw dataset this is the
+DWBC baseline; on an augmented dataset (augment.py) it is OILCA.
+
+Discriminator d(s, a, n(log π)) ∈ [0.1, 0.9] (official DWBC): two input branches, Linear(s‖a → 128) and
+Linear(n(log π) → 128) with n(x) = (clip(x, -20, 10) + 20) / 30 per action dimension and log π detached, then
+Linear 256 → 256 → 1, sigmoid, clipped to [0.1, 0.9]. It is trained with the positive-unlabelled loss (Eq. 5)
+    L_d = E_E[-log d] + E_U[-log(1 - d)] / η - E_E[-log(1 - d)]            (`--no-pu`: plain E_E[-log d] + E_U[-log(1-d)])
+every `d_update_every` policy steps. The policy minimises (Eq. 6, with ℓ = -Σ_j log π_j(a_j | s) and d detached)
+    L_π = α E_E[ℓ] - E_E[ℓ (η / (d(1-d)) + 1)] + E_U[ℓ (1 / (1 - d̃) - 1)],   d̃ = d if d ≥ 0.5 else 0,
+i.e. expert rows are weighted α - 1 - η/(d(1-d)) and unlabelled rows d̃/(1-d̃). Requires α ≥ 1 + η/0.09 so that
+the expert weight stays positive for every d in [0.1, 0.9] (a warning is printed otherwise).
+
+Data: the expert side of every batch is D_E: the collected expert rows plus, in an augmented dataset, the
+counterfactual rows (uniformly over their union, or a fixed share with `--aug-frac`); the unlabelled side is D_U,
+the collected non-expert rows. Batches of `batch_size` from each side. Observations are standardised with the
+mean/std of all training rows (+1e-3).
+
+Output (in --out-dir): policy.pt (policy artifact, CONTRACT.md), progress.csv (losses, d on both sides, eval
+return), args.json.
+"""
+
+import os
+import sys
+import time
+from dataclasses import asdict, dataclass
+from typing import Optional
+
+import numpy as np
+import torch
+import torch.nn as nn
+import tyro
+
+import contract
+from evaluate import env_spec
+from train_bc import Actor, Normalizer, artifact, in_training_eval
+
+LOG_PI_MIN, LOG_PI_MAX, D_MIN, D_MAX = -20.0, 10.0, 0.1, 0.9
+
+
+@dataclass
+class Args:
+    dataset: str = "data/toy.npz"
+    """input dataset: raw (DWBC) or augmented by augment.py (OILCA)"""
+    out_dir: str = "runs/dwbc"
+    """folder for policy.pt, progress.csv and args.json"""
+    method: Optional[str] = None
+    """label stored in the policy (default: oilca on an augmented dataset, else dwbc)"""
+    seed: int = 0
+    """seed of the initialisation and minibatches"""
+    total_steps: int = 5_000
+    """policy gradient steps"""
+    batch_size: int = 256
+    """rows drawn from D_E and from D_U at every step"""
+    alpha: float = 7.5
+    """weight α > 1 on the expert BC term (Eq. 6)"""
+    eta: float = 0.5
+    """class prior η of the positive-unlabelled discriminator loss (Eq. 5)"""
+    adaptive_eta: bool = False
+    """the authors' OILCA code path: η = share of the expert batch with d > 0.5, clipped to [0.2, 0.8], from 0.3"""
+    pu: bool = True
+    """positive-unlabelled discriminator loss; off: plain expert-vs-unlabelled cross-entropy"""
+    d_update_every: int = 10
+    """update the discriminator every this many policy steps (official DWBC: 100 over 500k steps; our
+    5k-step CPU budget would give it only 50 updates, so 10)"""
+    aug_frac: Optional[float] = None
+    """share of augmented rows in the expert batch (default: uniform over collected + augmented expert rows)"""
+    actor_lr: float = 1e-4
+    """Adam learning rate of the policy"""
+    actor_weight_decay: float = 5e-3
+    """Adam weight decay of the policy"""
+    disc_lr: float = 1e-4
+    """Adam learning rate of the discriminator"""
+    hidden: int = 256
+    """hidden width of the actor"""
+    n_hidden: int = 2
+    """hidden layers of the actor"""
+    eval_every: int = 1_000
+    """evaluate the policy every this many steps (0: only at the end), for learning curves"""
+    eval_episodes: int = 20
+    """episodes per evaluation during training (training classes of c)"""
+    eval_seed: int = 50_000
+    """seed of the evaluations during training (apart from the final evaluation seeds)"""
+    threads: int = 1
+    """torch CPU threads"""
+    cuda: bool = False
+    """use CUDA when available"""
+
+
+class Discriminator(nn.Module):
+    """d(s, a, n(log π)) of the official DWBC code, clipped to [0.1, 0.9]."""
+
+    def __init__(self, obs_dim: int, act_dim: int):
+        super().__init__()
+        self.sa = nn.Linear(obs_dim + act_dim, 128)
+        self.logpi = nn.Linear(act_dim, 128)
+        self.head = nn.Sequential(nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 1))
+
+    def forward(self, obs, act, log_pi_norm):
+        h = torch.cat([torch.relu(self.sa(torch.cat([obs, act], -1))), torch.relu(self.logpi(log_pi_norm))], -1)
+        return torch.sigmoid(self.head(h)).squeeze(-1).clamp(D_MIN, D_MAX)
+
+
+def normalize_log_pi(log_pi):
+    """n(log π) = (clip(log π, -20, 10) + 20) / 30 ∈ [0, 1], per action dimension, detached."""
+    return ((log_pi.detach().clamp(LOG_PI_MIN, LOG_PI_MAX) - LOG_PI_MIN) / (LOG_PI_MAX - LOG_PI_MIN))
+
+
+def discriminator_loss(d_e, d_u, eta: float, pu: bool = True):
+    """Eq. 5: E_E[-log d] + E_U[-log(1-d)]/η - E_E[-log(1-d)] (PU), or plain cross-entropy."""
+    if not pu:
+        return (-torch.log(d_e)).mean() + (-torch.log(1 - d_u)).mean()
+    return (-torch.log(d_e)).mean() + (-torch.log(1 - d_u)).mean() / eta - (-torch.log(1 - d_e)).mean()
+
+
+def policy_loss(log_pi_e, log_pi_u, d_e, d_u, alpha: float, eta: float):
+    """Eq. 6 with ℓ = -Σ_j log π_j: α E_E[ℓ] - E_E[ℓ(η/(d(1-d)) + 1)] + E_U[ℓ(1/(1-d̃) - 1)], d detached."""
+    d_e, d_u = d_e.detach(), d_u.detach()
+    d_u = torch.where(d_u < 0.5, torch.zeros_like(d_u), d_u)
+    nll_e, nll_u = -log_pi_e.sum(-1), -log_pi_u.sum(-1)
+    return (alpha * nll_e.mean() - (nll_e * (eta / (d_e * (1 - d_e)) + 1)).mean()
+            + (nll_u * (1 / (1 - d_u) - 1)).mean())
+
+
+def main(args: Args) -> dict:
+    data = contract.load_dataset(args.dataset)
+    contract.require_expert(data, args.dataset)
+    meta = data["metadata"]
+    aug = data["augmented"] if "augmented" in data else np.zeros(len(data["rewards"]), bool)
+    method = args.method or ("oilca" if aug.any() else "dwbc")
+    if args.alpha < 1 + args.eta / (D_MIN * (1 - D_MIN)):
+        print(f"warning: alpha={args.alpha} < 1 + eta/0.09 = {1 + args.eta / 0.09:.2f}: expert weights can be negative")
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    rng = np.random.default_rng(args.seed)
+    device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
+
+    exp_rows = np.flatnonzero(data["expert"] & ~aug)
+    aug_rows = np.flatnonzero(aug)
+    unl_rows = np.flatnonzero(~data["expert"] & ~aug)
+    if len(unl_rows) == 0:
+        raise ValueError(f"{args.dataset}: D_U is empty (every collected row is expert)")
+    if args.aug_frac is not None and not (0 <= args.aug_frac <= 1 and len(aug_rows)):
+        raise ValueError("--aug-frac needs a value in [0, 1] and an augmented dataset")
+    train_rows = np.concatenate([exp_rows, aug_rows, unl_rows])
+    norm = Normalizer(data["observations"][train_rows], meta["action_low"], meta["action_high"])
+    obs = torch.as_tensor(norm.obs(data["observations"]), device=device)
+    act = torch.as_tensor(norm.act(data["actions"]), device=device)
+    expert_pool = np.concatenate([exp_rows, aug_rows])
+
+    def expert_batch():
+        if args.aug_frac is None:
+            return rng.choice(expert_pool, args.batch_size)
+        n_aug = rng.binomial(args.batch_size, args.aug_frac)
+        return np.concatenate([rng.choice(aug_rows, n_aug), rng.choice(exp_rows, args.batch_size - n_aug)])
+
+    actor = Actor(meta["obs_dim"], meta["act_dim"], args.hidden, args.n_hidden).to(device)
+    disc = Discriminator(meta["obs_dim"], meta["act_dim"]).to(device)
+    actor_opt = torch.optim.Adam(actor.parameters(), lr=args.actor_lr, weight_decay=args.actor_weight_decay)
+    disc_opt = torch.optim.Adam(disc.parameters(), lr=args.disc_lr)
+    spec = env_spec(meta)
+    eta = 0.3 if args.adaptive_eta else args.eta
+    print(f"{method}: D_E {len(exp_rows)} collected + {len(aug_rows)} augmented rows, D_U {len(unl_rows)} rows ({args.dataset})")
+
+    log, t0 = [], time.time()
+    for step in range(1, args.total_steps + 1):
+        ie = torch.as_tensor(expert_batch(), device=device)
+        iu = torch.as_tensor(rng.choice(unl_rows, args.batch_size), device=device)
+        s_e, a_e, s_u, a_u = obs[ie], act[ie], obs[iu], act[iu]
+        log_pi_e, log_pi_u = actor.log_prob(s_e, a_e), actor.log_prob(s_u, a_u)
+        d_e = disc(s_e, a_e, normalize_log_pi(log_pi_e))
+        d_u = disc(s_u, a_u, normalize_log_pi(log_pi_u))
+        if step % args.d_update_every == 0:  # the discriminator steps on its own schedule
+            d_loss = discriminator_loss(d_e, d_u, eta, args.pu)
+            disc_opt.zero_grad()
+            d_loss.backward()
+            disc_opt.step()
+            if args.adaptive_eta:
+                eta = float(np.clip((d_e > 0.5).float().mean().item(), 0.2, 0.8))
+        p_loss = policy_loss(log_pi_e, log_pi_u, d_e, d_u, args.alpha, eta)
+        actor_opt.zero_grad()
+        p_loss.backward()
+        actor_opt.step()
+        if (args.eval_every and step % args.eval_every == 0) or step == args.total_steps:
+            ret = in_training_eval(actor, norm, spec, args.eval_episodes, args.eval_seed)
+            row = {"step": step, "policy_loss": p_loss.item(), "d_loss": discriminator_loss(d_e, d_u, eta, args.pu).item(),
+                   "d_expert": d_e.mean().item(), "d_unlabelled": d_u.mean().item(), "eta": eta, "eval_return": ret}
+            log.append(row)
+            print(f"[{method}] step {step}/{args.total_steps}  policy loss {row['policy_loss']:.3f}  d_loss {row['d_loss']:.3f}  "
+                  f"d(E) {row['d_expert']:.2f}  d(U) {row['d_unlabelled']:.2f}  eval return {ret:.2f}  "
+                  f"{step / (time.time() - t0):.0f} steps/s", flush=True)
+
+    contract.save_policy(os.path.join(args.out_dir, "policy.pt"), artifact(
+        actor.cpu(), norm, method=method, seed=args.seed, env=spec, dataset_fingerprint=contract.fingerprint(data),
+        dataset=args.dataset, train_args=asdict(args),
+        augmented_de_over_du=(len(exp_rows) + len(aug_rows)) / len(unl_rows)))
+    contract.save_json(os.path.join(args.out_dir, "args.json"), asdict(args))
+    contract.save_csv(os.path.join(args.out_dir, "progress.csv"), log)
+    return {"method": method, "log": log}
+
+
+if __name__ == "__main__":
+    try:
+        main(tyro.cli(Args))
+    except (contract.ContractError, ValueError) as e:
+        sys.exit(f"error: {e}")
