@@ -32,8 +32,8 @@ from toy_env import ToyCausalNav, ToyEnvConfig
 class Args:
     policy: str = "runs/dwbc/policy.pt"
     """policy artifact to evaluate"""
-    split: str = "train"
-    """classes of c to evaluate on: `train` (in-distribution) or `heldout` (unseen classes)"""
+    split: Tuple[str, ...] = ("train",)
+    """classes of c to evaluate on: `train` (in-distribution) and/or `heldout` (unseen classes); one JSON each"""
     classes: Optional[Tuple[int, ...]] = None
     """explicit classes of c (overrides --split)"""
     episodes: int = 100
@@ -43,7 +43,7 @@ class Args:
     env_dataset: Optional[str] = None
     """evaluate on the env described by this dataset's metadata instead of the one recorded in the policy"""
     out: Optional[str] = None
-    """result JSON path (default: beside the policy, eval_<split>.json)"""
+    """result JSON path; `{split}` in it is replaced by the split (default: beside the policy, eval_<split>.json)"""
     method: Optional[str] = None
     """label for the result (default: the method recorded in the policy)"""
     reference: Optional[Literal["expert", "random"]] = None
@@ -115,7 +115,9 @@ def reference_policy(kind: str, spec: dict, seed: int) -> Callable:
     return lambda obs: rng.uniform(env.action_low, env.action_high, size=(len(obs), env.act_dim))
 
 
-def main(args: Args) -> dict:
+def main(args: Args) -> list:
+    if len(args.split) > 1 and args.out and "{split}" not in args.out:
+        raise ValueError("with several --split values, --out must contain {split}")
     if args.reference:
         if args.env_dataset is None:
             raise ValueError("--reference needs --env-dataset (the env to run the reference policy in)")
@@ -127,9 +129,13 @@ def main(args: Args) -> dict:
         spec = art["env"] if args.env_dataset is None else env_spec(contract.load_dataset(args.env_dataset)["metadata"])
         check_dims(args.policy, art, spec)
         policy = contract.build_policy(art)
-    classes = split_classes(spec, args.split, args.classes)
+    return [evaluate_split(args, art, spec, policy, split) for split in args.split]
+
+
+def evaluate_split(args: Args, art: dict, spec: dict, policy: Callable, split: str) -> dict:
+    classes = split_classes(spec, split, args.classes)
     returns, ep_classes = evaluate_policy(policy, spec, classes, args.episodes, args.seed)
-    split = args.split if not args.classes else "classes_" + "_".join(map(str, classes))
+    split = split if not args.classes else "classes_" + "_".join(map(str, classes))
     result = {"method": args.method or art["method"], "seed": art["seed"], "env": spec["env_id"], "split": split,
               "classes": classes, "returns": returns.tolist(), "episode_classes": ep_classes.tolist(),
               "mean_return": float(returns.mean()), "std_return": float(returns.std()), "episodes": args.episodes,
@@ -138,7 +144,7 @@ def main(args: Args) -> dict:
               "args": asdict(args), "train_args": art.get("train_args", {}),
               "augmented_de_over_du": art.get("augmented_de_over_du")}
     default = f"eval_{result['method']}_{split}.json" if args.reference else os.path.join(os.path.dirname(args.policy), f"eval_{split}.json")
-    out = args.out or default
+    out = args.out.replace("{split}", split) if args.out else default
     contract.save_json(out, result)
     print(f"{result['method']} (seed {result['seed']}) on {spec['env_id']} {split} classes {classes}: "
           f"return {returns.mean():.2f} ± {returns.std():.2f} over {args.episodes} episodes -> {out}")

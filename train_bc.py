@@ -24,6 +24,7 @@ import torch.nn as nn
 import tyro
 
 import contract
+import evaluate
 from evaluate import env_spec, evaluate_policy, split_classes
 
 
@@ -59,6 +60,10 @@ class Args:
     """seed of the evaluations during training (apart from the final evaluation seeds of evaluate.py)"""
     method: Optional[str] = None
     """label stored in the policy (default: bc_exp or bc_all)"""
+    final_eval: Optional[str] = None
+    """after training, evaluate the saved policy (evaluate.py) and write its JSON here; `{split}` becomes train/heldout"""
+    final_eval_episodes: int = 100
+    """episodes per split of that final evaluation"""
     threads: int = 1
     """torch CPU threads"""
     cuda: bool = False
@@ -171,6 +176,10 @@ def main(args: Args) -> dict:
         dataset=args.dataset, train_args=asdict(args)))
     contract.save_json(os.path.join(args.out_dir, "args.json"), asdict(args))
     contract.save_csv(os.path.join(args.out_dir, "progress.csv"), log)
+    if args.final_eval:
+        splits = ("train", "heldout") if spec.get("heldout_classes") else ("train",)
+        evaluate.main(evaluate.Args(policy=os.path.join(args.out_dir, "policy.pt"), split=splits,
+                                    episodes=args.final_eval_episodes, out=args.final_eval))
     return {"method": method, "log": log}
 
 

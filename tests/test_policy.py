@@ -59,18 +59,22 @@ def test_evaluate_refuses_mismatched_dims(tiny_dataset, tmp_path):
 def test_evaluate_writes_results(tiny_dataset, tmp_path):
     out = str(tmp_path / "bc")
     train_bc.main(train_bc.Args(dataset=tiny_dataset, out_dir=out, total_steps=30, hidden=16, eval_every=0, eval_episodes=4))
-    res = evaluate.main(evaluate.Args(policy=f"{out}/policy.pt", split="heldout", episodes=6, out=str(tmp_path / "r.json")))
+    res = evaluate.main(evaluate.Args(policy=f"{out}/policy.pt", split=("heldout",), episodes=6, out=str(tmp_path / "r.json")))[0]
     saved = json.load(open(tmp_path / "r.json"))
     for key in ("method", "seed", "env", "split", "returns", "args", "classes"):
         assert key in saved
     assert saved["method"] == "bc_exp" and saved["split"] == "heldout" and saved["classes"] == [2]
     assert len(saved["returns"]) == 6 and saved == json.loads(json.dumps(res))
     # the same evaluation seed gives the same returns; another seed other returns
-    again = evaluate.main(evaluate.Args(policy=f"{out}/policy.pt", split="heldout", episodes=6, out=str(tmp_path / "r2.json")))
-    other = evaluate.main(evaluate.Args(policy=f"{out}/policy.pt", split="heldout", episodes=6, seed=1, out=str(tmp_path / "r3.json")))
+    again = evaluate.main(evaluate.Args(policy=f"{out}/policy.pt", split=("heldout",), episodes=6, out=str(tmp_path / "r2.json")))[0]
+    other = evaluate.main(evaluate.Args(policy=f"{out}/policy.pt", split=("heldout",), episodes=6, seed=1, out=str(tmp_path / "r3.json")))[0]
     assert again["returns"] == saved["returns"] != other["returns"]
-    ref = evaluate.main(evaluate.Args(reference="expert", env_dataset=tiny_dataset, episodes=6, out=str(tmp_path / "e.json")))
-    assert ref["mean_return"] > saved["mean_return"] - 50 and ref["method"] == "reference_expert"
+    ref, ref_h = evaluate.main(evaluate.Args(reference="expert", env_dataset=tiny_dataset, split=("train", "heldout"), episodes=6,
+                                             out=str(tmp_path / "e_{split}.json")))
+    assert ref["method"] == "reference_expert" and ref["split"] == "train" and ref_h["split"] == "heldout"
+    assert json.load(open(tmp_path / "e_heldout.json"))["classes"] == [2]
+    with pytest.raises(ValueError, match="must contain {split}"):
+        evaluate.main(evaluate.Args(policy=f"{out}/policy.pt", split=("train", "heldout"), out=str(tmp_path / "x.json")))
 
 
 def test_methods_refuse_an_empty_expert_set(tiny_dataset, tmp_path):
