@@ -132,6 +132,12 @@ def main(args: Args) -> list:
     return [evaluate_split(args, art, spec, policy, split) for split in args.split]
 
 
+def evaluate_saved(policy: str, spec: dict, episodes: int, out: str) -> list:
+    """Evaluate a just-saved policy on every split its env has (train, and heldout when there is one)."""
+    splits = ("train", "heldout") if spec.get("heldout_classes") else ("train",)
+    return main(Args(policy=policy, split=splits, episodes=episodes, out=out))
+
+
 def evaluate_split(args: Args, art: dict, spec: dict, policy: Callable, split: str) -> dict:
     classes = split_classes(spec, split, args.classes)
     returns, ep_classes = evaluate_policy(policy, spec, classes, args.episodes, args.seed)

@@ -177,9 +177,7 @@ def main(args: Args) -> dict:
     contract.save_json(os.path.join(args.out_dir, "args.json"), asdict(args))
     contract.save_csv(os.path.join(args.out_dir, "progress.csv"), log)
     if args.final_eval:
-        splits = ("train", "heldout") if spec.get("heldout_classes") else ("train",)
-        evaluate.main(evaluate.Args(policy=os.path.join(args.out_dir, "policy.pt"), split=splits,
-                                    episodes=args.final_eval_episodes, out=args.final_eval))
+        evaluate.evaluate_saved(os.path.join(args.out_dir, "policy.pt"), spec, args.final_eval_episodes, args.final_eval)
     return {"method": method, "log": log}
 
 
