@@ -93,11 +93,11 @@ def train_sampler(obs: np.ndarray, act: np.ndarray, meta: dict, args: Args):
 
 
 @torch.no_grad()
-def label_actions(actor: Actor, norm: Normalizer, obs: np.ndarray, sample: bool, gen: torch.Generator) -> np.ndarray:
-    """a~' = π̂_E(s~'): tanh of the mean (or of a Gaussian sample), mapped to the action bounds."""
+def sample_actions(actor: Actor, norm: Normalizer, obs: np.ndarray, gen: torch.Generator) -> np.ndarray:
+    """a~' ~ π̂_E(· | s~'): tanh of a Gaussian sample, mapped to the action bounds (the mean action is the
+    policy artifact's, contract.build_policy)."""
     mu, log_std = actor(torch.as_tensor(norm.obs(obs)))
-    pre = mu + log_std.exp() * torch.randn(mu.shape, generator=gen) if sample else mu
-    a = torch.tanh(pre).numpy()
+    a = torch.tanh(mu + log_std.exp() * torch.randn(mu.shape, generator=gen)).numpy()
     return (norm.low + (a + 1) / 2 * (norm.high - norm.low)).astype(np.float32)
 
 
@@ -140,12 +140,13 @@ def main(args: Args) -> dict:
         sampler_art = contract.load_policy(args.sampler)
         if sampler_art["dataset_fingerprint"] != contract.fingerprint(data):
             raise contract.ContractError(f"{args.sampler}: this sampler was trained on another dataset than {args.dataset}")
-        sampler_policy, sampler_loss = contract.build_policy(sampler_art), None
+        sampler_loss = None
     else:
         actor, norm, sampler_loss = train_sampler(data["observations"][exp_rows], data["actions"][exp_rows], meta, args)
-        contract.save_policy(args.sampler_out, artifact(actor, norm, method="sampler_bc_exp", seed=args.seed,
-                                                        env=env_spec(meta), dataset_fingerprint=contract.fingerprint(data),
-                                                        dataset=args.dataset, train_args=asdict(args)))
+        sampler_art = artifact(actor, norm, method="sampler_bc_exp", seed=args.seed, env=env_spec(meta),
+                               dataset_fingerprint=contract.fingerprint(data), dataset=args.dataset, train_args=asdict(args))
+        contract.save_policy(args.sampler_out, sampler_art)
+    sampler_policy = contract.build_policy(sampler_art)  # the deterministic (mean) action, as saved
 
     # 2. counterfactual rows (Alg. 1 lines 6–9)
     rng = np.random.default_rng(args.seed + 1)
@@ -159,15 +160,14 @@ def main(args: Args) -> dict:
         if args.mode == "counterfactual":
             partner = rng.choice(unl_rows, n_aug)
             s_cf = ivae.decode(T("observations", partner), T("actions", partner), u)[0].numpy()
-            a_cf = (sampler_policy(s_cf).astype(np.float32) if args.sampler
-                    else label_actions(actor, norm, s_cf, sample_labels, gen))
+            a_cf = sample_actions(actor, norm, s_cf, gen) if sample_labels else sampler_policy(s_cf).astype(np.float32)
         else:  # the authors' path: a noisy re-sample of the expert's own s', labelled with a policy sample
             partner = np.full(n_aug, -1)
             s_src = T("observations", src)
             delta_n = ivae.decode_delta(s_src, T("actions", src), u)[0]
             delta_n = delta_n + (0.5 * ivae.decoder_logvar).exp() * torch.randn(delta_n.shape, generator=gen)
             s_cf = (s_src + delta_n * ivae.delta_std + ivae.delta_mean).numpy()
-            a_cf = label_actions(actor, norm, s_cf, True, gen)
+            a_cf = sample_actions(actor, norm, s_cf, gen)
         s_next_cf = ivae.decode(torch.as_tensor(s_cf), torch.as_tensor(a_cf), u)[0].numpy()
 
     # 3. the augmented dataset
@@ -177,13 +177,12 @@ def main(args: Args) -> dict:
            "episode_ids": np.full(n_aug, -1), "aux": data["aux"][src], "expert": np.ones(n_aug, bool),
            "episode_returns": data["episode_returns"][src], "augmented": np.ones(n_aug, bool),
            "aug_source": src, "aug_partner": partner}
-    old = {"augmented": np.zeros(N, bool), "aug_source": np.full(N, -1), "aug_partner": np.full(N, -1)}
     if "exogenous" in data:
         new["exogenous"] = data["exogenous"][src]
     if "policy_ids" in data:
         new["policy_ids"] = np.full(n_aug, -1)
-    arrays = {k: np.concatenate([old[k] if k in old else data[k], new[k]]).astype((old[k] if k in old else data[k]).dtype)
-              for k in new}
+    old = {**data, "augmented": np.zeros(N, bool), "aug_source": np.full(N, -1), "aug_partner": np.full(N, -1)}
+    arrays = {k: np.concatenate([old[k], new[k]]).astype(old[k].dtype) for k in new}
     meta = {**meta, "augmentation": {**asdict(args), "n_augmented": n_aug, "n_expert_rows": int(len(exp_rows)),
                                      "n_unlabelled_rows": int(len(unl_rows)), "sampler_bc_loss": sampler_loss}}
     arrays["metadata"] = contract.dataset_arrays_from_meta(meta)
