@@ -1,7 +1,12 @@
 """Collect an offline dataset D_all = D_E ∪ D_U with the auxiliary label c (OILCA §4, §5; Table 5).
 
-Backends (`--env`): `toy` (the 2-D causal MDP of toy_env.py, §5.1). `dmc:<domain>-<task>` and `cw:<task>` are
-reserved for DeepMind Control (§5.2) and CausalWorld (§5.3); they are not written yet and stop with an error.
+Backends (`--env`), each owning its recipe and options:
+  * `toy`                 the 2-D causal MDP of toy_env.py (§5.1), options below and `--toy.*`;
+  * `dmc:<domain>-<task>` DeepMind Control (§5.2): c = one of three Gaussian action perturbations, behaviour
+                          policies = train_behavior.py snapshots (`--dmc.*`, see dmc_env.py);
+  * `cw:<task>`           CausalWorld (§5.3): c = one of three do-interventions inside variable space A,
+                          behaviour policies = the shipped PPO experts with noise (`--cw.*`, see cw_env.py).
+Every backend returns the same arrays; this file does the D_E split, the metadata and the checked, atomic write.
 
 Toy recipe:
   * classes c = 0 … n_classes-1 appear in the data, `episodes_per_class` episodes each; the env also knows
@@ -28,33 +33,39 @@ import numpy as np
 import tyro
 
 import contract
+from cw_env import CWConfig
+from dmc_env import DMCConfig
 from toy_env import ToyCausalNav, ToyEnvConfig
 
 
 @dataclass
 class Args:
     env: str = "toy"
-    """environment id: `toy` (DeepMind Control `dmc:<domain>-<task>` and CausalWorld `cw:<task>` come later)"""
+    """environment id: `toy`, DeepMind Control `dmc:<domain>-<task>` or CausalWorld `cw:<task>`"""
     out: str = "data/toy.npz"
     """output dataset path"""
     seed: int = 0
     """seed of the data (start states, exogenous draws, action noise, the D_E draw)"""
     n_classes: int = 3
-    """number of classes C of the auxiliary variable c present in the data"""
+    """toy: number of classes C of the auxiliary variable c present in the data"""
     heldout_classes: int = 1
-    """extra classes the env knows that never appear in the data (unseen c for out-of-distribution tests)"""
+    """toy: extra classes the env knows that never appear in the data (unseen c for out-of-distribution tests)"""
     episodes_per_class: int = 100
-    """episodes collected for every class c"""
+    """toy: episodes collected for every class c"""
     noise_levels: Tuple[float, ...] = (0.1, 0.3, 0.6, 1.0)
-    """std of the Gaussian action noise of each goal-seeking behavior policy (graded quality)"""
+    """toy: std of the Gaussian action noise of each goal-seeking behavior policy (graded quality)"""
     random_policy: bool = True
-    """also use a uniform-random behavior policy"""
+    """toy: also use a uniform-random behavior policy"""
     positive_frac: float = 0.2
     """fraction of episodes (top by return) that count as positives"""
     expert_prob: float = 0.1
     """probability that a positive episode joins D_E"""
     toy: ToyEnvConfig = field(default_factory=ToyEnvConfig)
     """parameters of the toy env (its seed fixes the dynamics, shared by every dataset seed)"""
+    dmc: DMCConfig = field(default_factory=DMCConfig)
+    """DeepMind Control options (dmc_env.py): behaviour snapshots, episodes, the perturbation table"""
+    cw: CWConfig = field(default_factory=CWConfig)
+    """CausalWorld options (cw_env.py): episodes, intervened features, behaviour mix"""
     force: bool = False
     """overwrite an existing output even if it was made with the same arguments"""
 
@@ -68,9 +79,9 @@ def parse_env_id(env_id: str) -> Tuple[str, str]:
 
 
 def behavior_table(args: Args) -> list:
-    table = [{"name": "goal_seeking", "noise_std": float(s)} for s in args.noise_levels]
+    table = [{"name": "goal_seeking", "noise_std": float(s), "label": f"goal+N(0,{s}²)"} for s in args.noise_levels]
     if args.random_policy:
-        table.append({"name": "uniform_random"})
+        table.append({"name": "uniform_random", "label": "uniform random"})
     if not table:
         raise ValueError("no behavior policy: give --noise-levels or --random-policy")
     return table
@@ -125,7 +136,8 @@ def collect_toy(args: Args) -> dict:
                 heldout_classes=list(range(args.n_classes, args.n_classes + args.heldout_classes)),
                 class_table={"u_mean": env.u_mean.tolist(), "u_var": env.u_var.tolist()},
                 target=env.target.tolist(), behavior_policies=behaviors)
-    return {"arrays": arrays, "returns": returns, "classes": classes, "policy_ids": policy_ids, "spec": spec, "rng": rng}
+    return {"arrays": arrays, "returns": returns, "classes": classes, "policy_ids": policy_ids, "spec": spec, "rng": rng,
+            "behaviors": behaviors}
 
 
 def split_expert(returns: np.ndarray, positive_frac: float, expert_prob: float, rng: np.random.Generator):
@@ -145,25 +157,45 @@ def split_expert(returns: np.ndarray, positive_frac: float, expert_prob: float, 
 
 def recipe_table(returns, classes, policy_ids, positive, expert, behaviors) -> str:
     """The D_E / D_U recipe as a text table (per behavior policy and per class)."""
-    lines = [f"{'group':<28}{'episodes':>9}{'return mean ± std':>22}{'positives':>10}{'in D_E':>8}"]
-    groups = [(f"policy {i}: " + (f"goal+N(0,{b['noise_std']}²)" if "noise_std" in b else b["name"]), policy_ids == i)
-              for i, b in enumerate(behaviors)]
+    lines = [f"{'group':<34}{'episodes':>9}{'return mean ± std':>22}{'positives':>10}{'in D_E':>8}"]
+    groups = [(f"policy {i}: {b.get('label', b['name'])}"[:33], policy_ids == i) for i, b in enumerate(behaviors)]
     groups += [(f"class c={c}", classes == c) for c in np.unique(classes)]
     groups += [("D_E", expert), ("D_U", ~expert), ("all", np.ones_like(expert))]
     for name, m in groups:
         r = returns[m]
-        lines.append(f"{name:<28}{m.sum():>9}{r.mean():>14.2f} ± {r.std():<6.2f}{(positive & m).sum():>10}{(expert & m).sum():>8}")
+        lines.append(f"{name:<34}{m.sum():>9}{r.mean():>14.2f} ± {r.std():<6.2f}{(positive & m).sum():>10}{(expert & m).sum():>8}")
     return "\n".join(lines)
+
+
+def backend_args(args: Args, backend: str) -> dict:
+    """The arguments that shape this backend's data (other backends' options are left out of the record)."""
+    arg_dict = json.loads(json.dumps(asdict(args)))
+    arg_dict.pop("force"), arg_dict.pop("out")
+    toy_only = ("n_classes", "heldout_classes", "episodes_per_class", "noise_levels", "random_policy", "toy")
+    for key in ("toy", "dmc", "cw"):
+        if key != backend:
+            arg_dict.pop(key)
+    if backend != "toy":
+        for key in toy_only:
+            arg_dict.pop(key, None)
+    return arg_dict
+
+
+def collect(args: Args, backend: str, name: str) -> dict:
+    if backend == "toy":
+        if args.n_classes < 1 or args.episodes_per_class < 1 or args.heldout_classes < 0:
+            raise ValueError("need n_classes >= 1, episodes_per_class >= 1, heldout_classes >= 0")
+        return collect_toy(args)
+    if backend == "dmc":
+        import dmc_env
+        return dmc_env.collect(args.dmc, name, args.seed)
+    import cw_env
+    return cw_env.collect(args.cw, name, args.seed)
 
 
 def main(args: Args) -> dict:
     backend, name = parse_env_id(args.env)
-    if backend != "toy":
-        raise NotImplementedError(f"the '{backend}' backend ({args.env}) is not implemented yet; only --env toy works")
-    if args.n_classes < 1 or args.episodes_per_class < 1 or args.heldout_classes < 0:
-        raise ValueError("need n_classes >= 1, episodes_per_class >= 1, heldout_classes >= 0")
-    arg_dict = json.loads(json.dumps(asdict(args)))
-    arg_dict.pop("force"), arg_dict.pop("out")
+    arg_dict = backend_args(args, backend)
     if os.path.exists(args.out) and not args.force:
         old = contract.load_dataset(args.out)["metadata"]
         if old["collect_args"] == arg_dict:
@@ -172,24 +204,24 @@ def main(args: Args) -> dict:
         raise SystemExit(f"error: {args.out} exists and was collected with other arguments: pass --force or another --out")
 
     t0 = time.time()
-    out = collect_toy(args)
+    out = collect(args, backend, name)
     positive, expert = split_expert(out["returns"], args.positive_frac, args.expert_prob, out["rng"])
     arrays = out["arrays"]
-    T = args.toy.episode_len
-    arrays["expert"] = np.repeat(expert, T)
-    meta = {**out["spec"], "schema_version": contract.SCHEMA_VERSION, "n_classes": args.n_classes,
+    arrays["expert"] = expert[arrays["episode_ids"]]
+    meta = {"n_classes": args.n_classes, **out["spec"], "schema_version": contract.SCHEMA_VERSION,
             "collect_args": arg_dict, "seed": args.seed, "versions": contract.package_versions(),
             "split": {"positive_frac": args.positive_frac, "expert_prob": args.expert_prob,
                       "n_positive_episodes": int(positive.sum()), "n_expert_episodes": int(expert.sum())}}
     arrays["metadata"] = contract.dataset_arrays_from_meta(meta)
     contract.validate_dataset(args.out, arrays)  # never write a file that the next stage would refuse
     contract.save_npz(args.out, arrays)
-    table = recipe_table(out["returns"], out["classes"], out["policy_ids"], positive, expert, meta["behavior_policies"])
+    table = recipe_table(out["returns"], out["classes"], out["policy_ids"], positive, expert, out["behaviors"])
     print(table)
+    seconds = time.time() - t0
     print(f"wrote {args.out}: {len(arrays['rewards'])} transitions, {len(expert)} episodes, "
-          f"{expert.sum()} in D_E ({time.time() - t0:.1f}s)")
-    return {"path": args.out, "skipped": False, "n_transitions": len(arrays["rewards"]),
-            "n_expert_episodes": int(expert.sum()), "table": table}
+          f"{expert.sum()} in D_E ({seconds:.1f}s, {len(arrays['rewards']) / seconds:.0f} env steps/s)")
+    return {"path": args.out, "skipped": False, "n_transitions": len(arrays["rewards"]), "seconds": seconds,
+            "n_expert_episodes": int(expert.sum()), "table": table, "returns": out["returns"], "expert": expert}
 
 
 if __name__ == "__main__":

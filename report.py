@@ -21,8 +21,15 @@ import tyro
 
 import contract
 
-MAIN_METHODS = ("bc_exp", "bc_all", "dwbc", "oilca")
-SPLITS = (("train", "in-distribution (training c)"), ("heldout", "out-of-distribution (held-out c)"))
+MAIN_METHODS = ("bc_exp", "bc_all", "oril", "bcnd", "lobsdice", "dwbc", "oril_ca", "bcnd_ca", "oilca")  # table / Fig. 4 order
+ALL_SPLITS = (("train", "in-distribution (training c)"), ("heldout", "out-of-distribution (held-out c)"),
+              ("A", "space A (in-distribution)"), ("B", "space B (out-of-distribution)"))
+
+
+def present_splits(rows: list) -> tuple:
+    """The splits that occur in the results, in the order of ALL_SPLITS (e.g. train/heldout or A/B)."""
+    have = {r["split"] for r in rows}
+    return tuple(s for s in ALL_SPLITS if s[0] in have)
 
 
 @dataclass
@@ -43,16 +50,18 @@ def load_results(folder: str) -> list:
     return rows
 
 
-def per_seed(rows: list) -> dict:
-    """{(method, split): {seed: mean return}}"""
+def per_seed(rows: list, key: str = "returns") -> dict:
+    """{(method, split): {seed: mean return}} (key="success": mean fractional success, CausalWorld)"""
     out = defaultdict(dict)
     for r in rows:
-        out[(r["method"], r["split"])][r["seed"]] = float(np.mean(r["returns"]))
+        if r.get(key) is not None:
+            out[(r["method"], r["split"])][r["seed"]] = float(np.mean(r[key]))
     return out
 
 
-def table(rows: list) -> str:
-    scores = per_seed(rows)
+def table(rows: list, key: str = "returns") -> str:
+    SPLITS = present_splits(rows)
+    scores = per_seed(rows, key)
     methods = [m for m in MAIN_METHODS if any((m, s) in scores for s, _ in SPLITS)]
     methods += sorted({m for m, _ in scores if m not in methods and not m.startswith("reference_")})
     refs = sorted({m for m, _ in scores if m.startswith("reference_")})
@@ -60,7 +69,7 @@ def table(rows: list) -> str:
     for split, _ in SPLITS:
         means = {m: np.mean(list(scores[(m, split)].values())) for m in methods if (m, split) in scores}
         best[split] = max(means, key=means.get) if means else None
-    lines = ["| method | " + " | ".join(title for _, title in SPLITS) + " | seeds |", "|---|---|---|---|"]
+    lines = ["| method | " + " | ".join(title for _, title in SPLITS) + " | seeds |", "|---" * (len(SPLITS) + 2) + "|"]
     for m in methods + refs:
         cells, n = [], 0
         for split, _ in SPLITS:
@@ -78,9 +87,11 @@ def fig4(rows: list, path: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    SPLITS = present_splits(rows)
     scores = per_seed(rows)
     methods = [m for m in MAIN_METHODS if any((m, s) in scores for s, _ in SPLITS)]
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), sharey=True)
+    fig, axes = plt.subplots(1, len(SPLITS), figsize=(5 * len(SPLITS), 3.8), sharey=True, squeeze=False)
+    axes = axes[0]
     for ax, (split, title) in zip(axes, SPLITS):
         for i, m in enumerate(methods):
             vals = list(scores.get((m, split), {}).values())
@@ -91,9 +102,10 @@ def fig4(rows: list, path: str) -> None:
             vals = list(scores.get((ref, split), {}).values())
             if vals:
                 ax.axhline(np.mean(vals), color="gray", ls=style, label=ref.replace("reference_", ""))
-        ax.set_xticks(range(len(methods)), methods)
+        ax.set_xticks(range(len(methods)), methods, rotation=30 if len(methods) > 5 else 0, ha="right" if len(methods) > 5 else "center", fontsize=8)
         ax.set_title(title, fontsize=10)
-        ax.legend(fontsize=7)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
     axes[0].set_ylabel("return (mean over seeds; dots: seeds)")
     fig.tight_layout()
     contract.save_figure(path, fig)
@@ -113,7 +125,7 @@ def fig5(rows: list, path: str) -> bool:
     if not points:
         return False
     fig, ax = plt.subplots(figsize=(5, 3.8))
-    for i, (split, title) in enumerate(SPLITS):
+    for i, (split, title) in enumerate(present_splits(rows)):
         xs = sorted(points[split])
         if len(xs) < 2:
             continue
@@ -135,7 +147,9 @@ def fig5(rows: list, path: str) -> bool:
 def main(args: Args) -> str:
     rows = load_results(args.results)
     md = table(rows)
-    header = (f"Returns on the toy env: mean ± std over seeds of each seed's mean episode return "
+    if any(r.get("success") is not None for r in rows):
+        md += "\n\nFractional success (CausalWorld), mean ± std over seeds:\n\n" + table(rows, "success")
+    header = (f"Returns on {rows[0]['env']}: mean ± std over seeds of each seed's mean episode return "
               f"({rows[0]['episodes']} episodes per split, evaluation seed {rows[0]['eval_seed']}).\n\n")
     contract.save_text(os.path.join(args.results, "table.md"), header + md + "\n")
     fig4(rows, os.path.join(args.results, "fig4.png"))

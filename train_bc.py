@@ -25,7 +25,7 @@ import tyro
 
 import contract
 import evaluate
-from evaluate import env_spec, evaluate_policy, split_classes
+from evaluate import default_splits, env_spec, evaluate_policy, split_classes
 
 
 @dataclass
@@ -64,6 +64,9 @@ class Args:
     """after training, evaluate the saved policy (evaluate.py) and write its JSON here; `{split}` becomes train/heldout"""
     final_eval_episodes: int = 100
     """episodes per split of that final evaluation"""
+    act_eps: float = 1e-6
+    """actions are clipped to ±(1 - act_eps) before atanh in the tanh-Gaussian likelihood (CausalWorld: its experts'
+    actions sit at exactly ±1, where 1e-6 makes the targets ±7.25; use 1e-2)"""
     threads: int = 1
     """torch CPU threads"""
     cuda: bool = False
@@ -128,13 +131,17 @@ def artifact(actor: Actor, norm: Normalizer, **info) -> dict:
 
 
 def in_training_eval(actor: Actor, norm: Normalizer, spec: dict, episodes: int, seed: int) -> float:
-    """Mean return of the current deterministic policy on the training classes, through evaluate.py's code path."""
+    """Mean return of the current deterministic policy on the env's first split (the training classes, or
+    CausalWorld's space A), through evaluate.py's code path."""
     policy = contract.build_policy(artifact(actor, norm))
-    returns, _ = evaluate_policy(policy, spec, split_classes(spec, "train"), episodes, seed)
+    split = default_splits(spec)[0]
+    returns, _ = evaluate_policy(policy, spec, split_classes(spec, split), episodes, seed, split)
     return float(returns.mean())
 
 
 def main(args: Args) -> dict:
+    global ACT_EPS
+    ACT_EPS = args.act_eps  # read by Actor.log_prob
     data = contract.load_dataset(args.dataset)
     meta = data["metadata"]
     aug = data["augmented"] if "augmented" in data else np.zeros(len(data["rewards"]), bool)

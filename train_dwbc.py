@@ -33,6 +33,7 @@ import tyro
 import contract
 import evaluate
 from evaluate import env_spec
+import train_bc
 from train_bc import Actor, Normalizer, artifact, in_training_eval
 
 LOG_PI_MIN, LOG_PI_MAX, D_MIN, D_MAX = -20.0, 10.0, 0.1, 0.9
@@ -85,6 +86,8 @@ class Args:
     """after training, evaluate the saved policy (evaluate.py) and write its JSON here; `{split}` becomes train/heldout"""
     final_eval_episodes: int = 100
     """episodes per split of that final evaluation"""
+    act_eps: float = 1e-6
+    """actions are clipped to ±(1 - act_eps) before atanh in the actor's likelihood (train_bc.py --act-eps)"""
     threads: int = 1
     """torch CPU threads"""
     cuda: bool = False
@@ -127,6 +130,7 @@ def policy_loss(log_pi_e, log_pi_u, d_e, d_u, alpha: float, eta: float):
 
 
 def main(args: Args) -> dict:
+    train_bc.ACT_EPS = args.act_eps  # read by Actor.log_prob
     data = contract.load_dataset(args.dataset)
     contract.require_expert(data, args.dataset)
     meta = data["metadata"]

@@ -287,9 +287,12 @@ def draw_fig3(path: str, data: dict, panels: list, n_plot: int, seed: int) -> No
             _, match, signs = mean_corr_coef(data["exogenous"], z)
             z = z[:, match] * signs
         for k in np.unique(c):
-            ax.scatter(z[idx][c == k, 0], z[idx][c == k, 1], s=3, alpha=0.5, color=f"C{k}", label=f"c={k}")
+            if z.shape[1] == 1:  # a 1-D u (e.g. a 1-D action perturbation): one histogram per class
+                ax.hist(z[idx][c == k, 0], bins=40, alpha=0.5, color=f"C{k}", label=f"c={k}")
+            else:
+                ax.scatter(z[idx][c == k, 0], z[idx][c == k, 1], s=3, alpha=0.5, color=f"C{k}", label=f"c={k}")
         ax.set_title(title, fontsize=10)
-        ax.set_xlabel("dim 1"), ax.set_ylabel("dim 2")
+        ax.set_xlabel("dim 1"), ax.set_ylabel("dim 2" if z.shape[1] > 1 else "rows")
     np.atleast_1d(axes)[0].legend(markerscale=4, fontsize=7)
     fig.tight_layout()
     contract.save_figure(path, fig)

@@ -5,7 +5,9 @@ per stage.
     .venv/bin/python scripts/benchmark.py --pipeline      also runs the main job (scripts/toy_pipeline.sh) first
 
 Throughputs are measured in-process with each script's own main() on a fresh toy dataset (default sizes),
-one torch thread, no evaluation inside the timed loop: updates/s = steps / wall time.
+one torch thread, no evaluation inside the timed loop: updates/s = steps / wall time. Each policy-learning method
+also gets a wall-time row: it trains a `steps`/5,000 share of its default main-job budget (ORIL: reward model and
+IQL; BCND: the same share of its epochs, all K × M trainings) and scales the time up to the whole budget.
 """
 
 import json
@@ -23,8 +25,13 @@ sys.path.insert(0, ROOT)
 
 import collect_data  # noqa: E402
 import train_bc  # noqa: E402
+import train_bcnd  # noqa: E402
 import train_dwbc  # noqa: E402
 import train_ivae  # noqa: E402
+import train_lobsdice  # noqa: E402
+import train_oril  # noqa: E402
+
+MAIN_JOB_STEPS = 5_000  # the main job's STEPS
 
 
 @dataclass
@@ -51,13 +58,32 @@ def main(args: Args) -> dict:
         data = os.path.join(tmp, "toy.npz")
         t = timed(lambda: collect_data.main(collect_data.Args(out=data)))
         out["collect_data (15k transitions)"] = f"{t:.1f} s"
-        n = args.steps
-        t = timed(lambda: train_bc.main(train_bc.Args(dataset=data, out_dir=os.path.join(tmp, "bc"), total_steps=n, eval_every=0, eval_episodes=1)))
-        out["train_bc updates/s (batch 256, 2x256)"] = f"{n / t:.0f}"
-        t = timed(lambda: train_dwbc.main(train_dwbc.Args(dataset=data, out_dir=os.path.join(tmp, "dwbc"), total_steps=n, eval_every=0, eval_episodes=1)))
-        out["train_dwbc updates/s (batch 256+256, actor 2x256 + discriminator)"] = f"{n / t:.0f}"
+        n, share = args.steps, args.steps / MAIN_JOB_STEPS
+        quiet = dict(eval_every=0, eval_episodes=1)
+        runs = {  # method: (what is timed, its main() call, updates in the timed run)
+            "bc": ("train_bc updates/s (batch 256, 2x256)", lambda o: train_bc.main(train_bc.Args(dataset=data, out_dir=o, total_steps=n, **quiet)), n),
+            "dwbc": ("train_dwbc updates/s (batch 256+256, actor 2x256 + discriminator)",
+                     lambda o: train_dwbc.main(train_dwbc.Args(dataset=data, out_dir=o, total_steps=n, **quiet)), n),
+            "oril": ("train_oril IQL steps/s (incl. 0.4x as many reward-model steps; batch 256, 2x256 nets)",
+                     lambda o: train_oril.main(train_oril.Args(dataset=data, out_dir=o, reward_steps=round(0.4 * n), total_steps=n, **quiet)), n),
+            "lobsdice": ("train_lobsdice updates/s (batch 256 x3, cost + nu with gradient penalties + actor)",
+                         lambda o: train_lobsdice.main(train_lobsdice.Args(dataset=data, out_dir=o, total_steps=n, **quiet)), n),
+            "bcnd": ("train_bcnd batched steps/s (K=5 members side by side, batch 256 each)",
+                     lambda o: train_bcnd.main(train_bcnd.Args(dataset=data, out_dir=o, epochs=max(1, round(20 * share)), eval_episodes=1)),
+                     5 * max(1, round(20 * share)) * 12),  # 5 rounds x epochs x ceil(3000 rows / 256)
+        }
+        names = {"bc": "bc_exp / bc_all", "dwbc": "dwbc / oilca", "oril": "oril / oril_ca", "lobsdice": "lobsdice",
+                 "bcnd": "bcnd (bcnd_ca: x1.45, its 1.45x rows)"}
+        walls = {}
+        for name, (label, fn, updates) in runs.items():
+            t = timed(lambda: fn(os.path.join(tmp, name)))
+            out[label] = f"{updates / t:.0f}"
+            scale = (max(1, round(20 * share)) / 20) if name == "bcnd" else share
+            walls[names[name]] = t / scale
         t = timed(lambda: train_ivae.main(train_ivae.Args(dataset=data, out_dir=os.path.join(tmp, "ivae"), total_steps=n, compare=False, threads=1, log_every=n)))
         out["train_ivae steps/s (4 restarts side by side, batch 256, 2x128)"] = f"{n / t:.0f}"
+        for name, wall in walls.items():
+            out[f"training wall time of one main-job run: {name}"] = f"{wall:.0f} s"
     timing_path = os.path.join(ROOT, args.results, "timing.json")
     print("\nthroughput (this machine, 1 torch thread):")
     for k, v in out.items():

@@ -6,12 +6,16 @@
 #   3. train_bc.py      BC-exp and BC-all, seeds 0-4 (on the other core, beside 2.)      -> runs/toy/bc_{exp,all}_s*/
 #   4. augment.py       counterfactual rows (sampler π̂_E = that seed's BC-exp policy)    -> data/toy_aug_r*_s*.npz
 #   5. train_dwbc.py    DWBC on D_all, OILCA on the augmented data (+ Fig. 5 ratios)      -> runs/toy/{dwbc,oilca*}_s*/
+#      train_oril.py, train_bcnd.py, train_lobsdice.py: the baselines ORIL, BCND, LobsDICE on D_all, and ORIL+CA,
+#                       BCND+CA on OILCA's augmented data                                 -> runs/toy/{oril,bcnd,lobsdice}*_s*/
 #   6. evaluate.py      every policy on the training classes and on the held-out class    -> results/toy/*.json
 #                       (run in-process at the end of each training script, --final-eval)
 #   7. report.py        table (mean ± std over seeds) and Fig. 4 / Fig. 5, from the JSON files alone
 # Knobs (environment variables): SEEDS ("0 1 2 3 4"), FIG5_SEEDS ("0 1"), FIG5_RATIOS ("0.1 1.0"; 0.5 is the main
 # OILCA run), STEPS (policy gradient steps, 5000), EPISODES (evaluation episodes per split, 100), IVAE_STEPS (10000),
-# OUT_ROOT (where data/, runs/ and results/ go; default the repo), FORCE=1 (rebuild the dataset and the iVAE).
+# OUT_ROOT (where data/, runs/ and results/ go; default the repo), FORCE=1 (rebuild the dataset and the iVAE),
+# BASELINES=0 (skip ORIL / BCND / LobsDICE). The baselines' budgets follow STEPS: ORIL trains its reward model for
+# 0.4·STEPS steps, then IQL for STEPS; LobsDICE STEPS; BCND 20·STEPS/5000 epochs in each of its 5 rounds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -72,6 +76,24 @@ for s in $SEEDS; do
   echo "$PY train_dwbc.py --dataset $R/data/toy_aug_r${RATIO}_s$s.npz --seed $s --total-steps $STEPS --out-dir $d $EVAL $OUT/oilca_s${s}_{split}.json > $d/train.log"
 done | parallel
 stage dwbc_oilca $t
+
+if [ "${BASELINES:-1}" = 1 ]; then
+  t=$(date +%s)
+  BCND_EPOCHS=$(( (STEPS * 20 + 4999) / 5000 ))
+  for s in $SEEDS; do
+    for m in oril lobsdice bcnd oril_ca bcnd_ca; do
+      d=$R/runs/toy/${m}_s$s; mkdir -p $d
+      data=$R/data/toy.npz; [[ $m == *_ca ]] && data=$R/data/toy_aug_r${RATIO}_s$s.npz
+      case ${m%_ca} in
+        oril) flags="--reward-steps $(( (STEPS * 2 + 4) / 5 )) --total-steps $STEPS" ;;
+        lobsdice) flags="--total-steps $STEPS" ;;
+        bcnd) flags="--epochs $BCND_EPOCHS" ;;
+      esac
+      echo "$PY train_${m%_ca}.py --dataset $data --seed $s $flags --out-dir $d $EVAL $OUT/${m}_s${s}_{split}.json > $d/train.log"
+    done
+  done | parallel
+  stage baselines $t
+fi
 
 t=$(date +%s)
 for s in $FIG5_SEEDS; do

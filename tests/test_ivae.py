@@ -152,3 +152,14 @@ def test_checkpoint_errors(tmp_path):
     contract.save_torch(str(tmp_path / "other.pt"), {"kind": "policy", "config": {}, "state_dict": {}})
     with pytest.raises(contract.ContractError, match="expected a 'ivae' checkpoint, found 'policy'"):
         contract.load_checkpoint(str(tmp_path / "other.pt"), "ivae")
+
+
+@pytest.mark.parametrize("dim", [1, 2])
+def test_fig3_handles_one_and_two_dim_latents(tmp_path, dim):
+    """A 1-D u (e.g. cartpole's 1-D action perturbation) is drawn as per-class histograms, not a 2-D scatter."""
+    rng = np.random.default_rng(0)
+    u = rng.normal(size=(300, dim)).astype(np.float32)
+    data = {"aux": np.repeat(np.arange(3), 100), "exogenous": u}
+    panels = [("true u", u), ("posterior", u + 0.1 * rng.normal(size=u.shape))]
+    T.draw_fig3(str(tmp_path / "f.png"), data, panels, n_plot=200, seed=0)
+    assert os.path.getsize(tmp_path / "f.png") > 1000

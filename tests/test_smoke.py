@@ -32,7 +32,7 @@ def test_collect_then_train_ivae(tmp_path):
     data = str(tmp_path / "toy.npz")
     proc = run("collect_data.py", "--env", "toy", "--out", data, "--n-classes", "3", "--episodes-per-class", "10",
                "--toy.episode-len", "20", "--seed", "1")
-    assert "D_E" in proc.stdout and "uniform_random" in proc.stdout
+    assert "D_E" in proc.stdout and "uniform random" in proc.stdout
     d = contract.load_dataset(data)
     assert len(d["rewards"]) == 3 * 10 * 20 and d["metadata"]["heldout_classes"] == [3]
     assert set(np.unique(d["aux"])) == {0, 1, 2} and d["expert"].any()

@@ -1,0 +1,625 @@
+"""CausalWorld backend (OILCA §5.3, Tables 2, 5, 6, 7): datasets under do-interventions, evaluation in space A / B.
+
+CausalWorld (Ahmed et al. 2021) is a TriFinger robot in pybullet. Every task exposes variables that can be set by a
+do-intervention, each with two disjoint ranges: *space A* (training distribution) and *space B* (out of
+distribution). This module uses five of them as the features that c intervenes on:
+
+    feature          CausalWorld variable                   space A            space B
+    stage_color      stage_color (RGB)                      [0, 0.5]³          [0.5, 1]³
+    stage_friction   stage_friction                         [0.3, 0.6]         [0.6, 0.8]
+    floor_friction   floor_friction                         [0.3, 0.6]         [0.6, 0.8]
+    block_mass       mass of every movable block (tool_*)   [0.015, 0.045]     [0.045, 0.1]
+    block_color      color of every movable block (RGB)     [0.5, 1]³          [0, 0.5]³
+
+(the ranges are read from the env itself and recorded in the metadata as `spaces`).
+
+Data (`collect`, used by `collect_data.py --env cw:<task>`):
+  * c ∈ {0, …, C-1} is one fixed do-intervention on `features` inside space A: class c sets every feature
+    dimension to the point (c + 0.5)/C of its space A range (or the values given by `--cw.interventions`). Other
+    variables keep their defaults. The class table is recorded in the metadata (`class_table`).
+  * Every episode samples a new goal from space A (the task's own goal sampler, seeded per episode), so episodes
+    differ; the blocks start from the task's default pose. pick_and_place keeps its default goal, because its
+    shipped expert was trained on that goal only (success 1.0 there, about 0.1 on resampled goals). Episodes last the task's default time limit
+    (pushing/picking 10 s = 833 steps at skip_frame 3, reaching 416, pick_and_place 1666); the end is a timeout.
+  * Behaviour policies of graded quality, round-robin over the episodes of every class: the expert plus Gaussian
+    action noise of std `noise_levels[i]` (in normalised joint-position units, clipped to [-1, 1]), optional
+    extra `snapshots` (policy artifacts of train_behavior.py), and uniform-random actions.
+  * The expert is the PPO policy shipped inside the causal-world package (reaching, pushing, picking,
+    pick_and_place, stacking2), run with numpy/torch from its stable-baselines zip (no TensorFlow): a tanh MLP on
+    normalised observations whose mean action is clipped to [-1, 1], as PPO2.predict(deterministic=True) does.
+    towers, stacked_blocks, creative_stacked_blocks and general ship no expert: pass a train_behavior.py snapshot
+    as `--cw.expert-snapshot`.
+Observations are CausalWorld's normalised structured observations, actions its normalised joint positions.
+
+Evaluation (`rollout`, used by `evaluate.py --env cw:<task> --space A|B`): every episode draws each intervened
+feature uniformly from space A (in distribution, Table 6) or space B (out of distribution, Table 2); goals are
+sampled from space A in both (pick_and_place: its default goal), so the shift is in the intervened variables alone. It reports the return and
+CausalWorld's fractional success (`info["fractional_success"]`, the volumetric overlap with the goal) at the end of
+the episode.
+
+Compatibility layer (CausalWorld 1.2 on Python 3.11): installed with `pip install --no-deps` beside pybullet 3.2.7
+and gym 0.26.2 (scripts/setup.sh); `np.bool` / `np.float` are shimmed before import; the stage's
+`get_current_variable_values_for_arena` is patched for CausalWorld issue #106 (it read the arena from client id
+`True`); gym's import banner is silenced. The env is created after our seeding and never touches our generators:
+every episode reseeds the global numpy RNG it uses for goals from its own seed.
+
+Run `python cw_env.py --tasks pushing picking pick_and_place --episodes 10` to measure the shipped experts.
+"""
+
+import contextlib
+import importlib.util
+import io
+import json
+import os
+import sys
+import time
+import zipfile
+from dataclasses import asdict, dataclass, field
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+import contract
+
+SHIPPED_EXPERTS = {"reaching": "reaching_ppo_curr1.zip", "pushing": "pushing_ppo_curr1.zip",
+                   "picking": "picking_ppo_curr1.zip", "pick_and_place": "pick_and_place_ppo_curr0.zip",
+                   "stacking2": "stacking2_ppo_curr1.zip"}
+TASKS = tuple(SHIPPED_EXPERTS) + ("towers", "stacked_blocks", "creative_stacked_blocks", "general")
+ARENA_FEATURES = ("stage_color", "stage_friction", "floor_friction")
+BLOCK_FEATURES = {"block_mass": "mass", "block_color": "color"}
+FEATURES = ARENA_FEATURES + tuple(BLOCK_FEATURES)
+# The shipped pick_and_place expert (pick_and_place_ppo_curr0) was trained on the default goal only: with goals
+# resampled from space A its fractional success drops from 1.0 to about 0.1, so this task keeps its default goal.
+DEFAULT_GOAL_TASKS = ("pick_and_place",)
+ACT_DIM = 9  # three fingers × three joints
+
+
+@dataclass
+class CWConfig:
+    episodes: int = 600
+    """episodes collected in total, spread evenly over the classes of c (Table 5: 600)"""
+    n_classes: int = 3
+    """number of classes C of c, i.e. of fixed do-interventions inside space A"""
+    features: Tuple[str, ...] = ARENA_FEATURES
+    """variables that c intervenes on (Table 7's C = 1…5 adds block_mass and block_color); one of
+    stage_color, stage_friction, floor_friction, block_mass, block_color"""
+    interventions: Optional[str] = None
+    """JSON list of C objects {feature: value} fixing the intervention of each c (default: class c sets each
+    feature to the (c + 0.5)/C point of its space A range); values outside space A are refused"""
+    noise_levels: Tuple[float, ...] = (0.0, 0.5, 0.8, 1.0)
+    """std of the Gaussian noise added to the expert's normalised action, one behaviour policy each"""
+    random_policy: bool = True
+    """also use uniform-random actions as a behaviour policy"""
+    expert_snapshot: Optional[str] = None
+    """policy artifact (train_behavior.py) used as the expert instead of the shipped PPO expert; needed for
+    towers, stacked_blocks, creative_stacked_blocks and general"""
+    snapshots: Tuple[str, ...] = ()
+    """further behaviour policies: policy artifacts of train_behavior.py, run without noise"""
+    skip_frame: int = 3
+    """simulation steps (250 Hz) per env step; the shipped experts were trained at 3 (83.3 Hz)"""
+    episode_len: Optional[int] = None
+    """env steps per episode (default: the task's own time limit)"""
+    lockstep: int = 8
+    """episodes stepped together, one pybullet client each (the policy runs on one batch per step)"""
+
+
+# ------------------------------------------------------------------------------------------ CausalWorld import
+_CW = {}
+
+
+def _fixed_arena_values(self):
+    """Stage.get_current_variable_values_for_arena with CausalWorld issue #106 fixed: the original passes the
+    bool `client_id is not None` (= client 1) as the pybullet client when the goal-less client exists."""
+    import pybullet
+    from causal_world.configs.world_constants import WorldConstants
+
+    client = self._pybullet_client_w_o_goal_id
+    if client is None:
+        client = self._pybullet_client_full_id
+    return {"floor_color": pybullet.getVisualShapeData(WorldConstants.FLOOR_ID, physicsClientId=client)[0][7][:3],
+            "floor_friction": pybullet.getDynamicsInfo(WorldConstants.FLOOR_ID, -1, physicsClientId=client)[1],
+            "stage_color": pybullet.getVisualShapeData(WorldConstants.STAGE_ID, physicsClientId=client)[0][7][:3],
+            "stage_friction": pybullet.getDynamicsInfo(WorldConstants.STAGE_ID, -1, physicsClientId=client)[1],
+            "gravity": self._current_gravity}
+
+
+@contextlib.contextmanager
+def _silenced():
+    """Silence Python- and C-level stdout/stderr (gym's banner, pybullet's "build time" line) for an import."""
+    sys.stdout.flush(), sys.stderr.flush()
+    saved, null = (os.dup(1), os.dup(2)), os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, 1), os.dup2(null, 2)
+        with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
+            yield
+    finally:
+        os.dup2(saved[0], 1), os.dup2(saved[1], 2)
+        for fd in (*saved, null):
+            os.close(fd)
+
+
+def import_causal_world():
+    """(CausalWorld, generate_task) with the compatibility shims applied; a clear ImportError if it is missing."""
+    if not _CW:
+        for name, typ in (("bool", bool), ("float", float), ("int", int)):
+            if name not in np.__dict__:  # aliases removed in numpy 1.24, still used by causal-world 1.2
+                setattr(np, name, typ)
+        try:
+            with _silenced():
+                import pybullet  # noqa: F401  (prints its build time from C)
+                from causal_world.envs import CausalWorld
+                from causal_world.envs.scene.stage import Stage
+                from causal_world.task_generators import generate_task
+        except ImportError as e:
+            raise ImportError(f"causal-world is not importable ({e}); install it with bash scripts/setup.sh") from e
+        import logging
+        logging.getLogger().setLevel(max(logging.getLogger().level, logging.ERROR))  # per-intervention warnings
+        Stage.get_current_variable_values_for_arena = _fixed_arena_values
+        _CW.update(CausalWorld=CausalWorld, generate_task=generate_task)
+    return _CW["CausalWorld"], _CW["generate_task"]
+
+
+def available() -> bool:
+    try:
+        import_causal_world()
+        return True
+    except ImportError:
+        return False
+
+
+def make_env(task: str, seed: int, skip_frame: int = 3):
+    """A headless CausalWorld env of `task` whose bounds checks accept space A ∪ B (we check A / B ourselves)."""
+    if task not in TASKS:
+        raise ValueError(f"unknown CausalWorld task 'cw:{task}': use one of {', '.join(TASKS)}")
+    CausalWorld, generate_task = import_causal_world()
+    return CausalWorld(task=generate_task(task, variables_space="space_a_b"), skip_frame=skip_frame,
+                       enable_visualization=False, seed=seed, normalize_observations=True, normalize_actions=True,
+                       action_mode="joint_positions", observation_mode="structured")
+
+
+def default_episode_len(env) -> int:
+    return int(env._max_episode_length)
+
+
+# ------------------------------------------------------------------------------------------ variables and spaces
+def check_features(features: Sequence[str]) -> List[str]:
+    features = list(features)
+    bad = [f for f in features if f not in FEATURES]
+    if bad:
+        raise ValueError(f"unknown CausalWorld feature(s) {bad}: use {', '.join(FEATURES)}")
+    if not features or len(set(features)) != len(features):
+        raise ValueError(f"--cw.features must list distinct features from {', '.join(FEATURES)}")
+    return features
+
+
+def movable_blocks(env) -> List[str]:
+    return sorted(k for k, v in env.get_stage().get_rigid_objects().items() if v.is_not_fixed())
+
+
+def _bounds(space: dict, feature: str, blocks: List[str], task: str) -> list:
+    if feature in ARENA_FEATURES:
+        lo, hi = space[feature]
+    else:
+        key = BLOCK_FEATURES[feature]
+        found = [space[b][key] for b in blocks if b in space and key in space[b]]
+        if not blocks or len(found) != len(blocks):
+            raise ValueError(f"feature '{feature}' cannot be intervened on in cw:{task} (no movable block with a {key} range)")
+        lo, hi = found[0]
+    return [np.round(np.asarray(lo, float), 6).tolist(), np.round(np.asarray(hi, float), 6).tolist()]
+
+
+def feature_spaces(env, task: str, features: Sequence[str]) -> Dict[str, Dict[str, list]]:
+    """{feature: {"A": [low, high], "B": [low, high]}} read from the env (low/high are floats or RGB lists)."""
+    blocks = movable_blocks(env)
+    A, B = env.get_intervention_space_a(), env.get_intervention_space_b()
+    return {f: {"A": _bounds(A, f, blocks, task), "B": _bounds(B, f, blocks, task)} for f in features}
+
+
+def class_table(spaces: dict, n_classes: int, interventions: Optional[str]) -> List[Dict[str, object]]:
+    """The do-intervention of every class c: default evenly spaced inside space A, or parsed from JSON and checked."""
+    if interventions is None:
+        table = []
+        for c in range(n_classes):
+            q = (c + 0.5) / n_classes
+            row = {}
+            for f, sp in spaces.items():
+                lo, hi = np.asarray(sp["A"][0], float), np.asarray(sp["A"][1], float)
+                row[f] = np.round(lo + q * (hi - lo), 6).tolist()
+            table.append(row)
+        return table
+    try:
+        table = json.loads(interventions)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"--cw.interventions is not valid JSON ({e})")
+    if not isinstance(table, list) or len(table) != n_classes or not all(isinstance(r, dict) for r in table):
+        raise ValueError(f"--cw.interventions must be a JSON list of {n_classes} objects (one per class c)")
+    for c, row in enumerate(table):
+        unknown = sorted(set(row) - set(FEATURES))
+        if unknown:
+            raise ValueError(f"--cw.interventions class {c}: unknown feature(s) {unknown}: use {', '.join(FEATURES)}")
+        if set(row) != set(spaces):
+            raise ValueError(f"--cw.interventions class {c} sets {sorted(row)} but --cw.features is {sorted(spaces)}")
+        for f, v in row.items():
+            lo, hi = (np.asarray(b, float) for b in spaces[f]["A"])
+            val = np.asarray(v, float)
+            if val.shape != lo.shape or not np.all(np.isfinite(val)):
+                raise ValueError(f"--cw.interventions class {c}: {f} needs {lo.size} number(s), got {v}")
+            if np.any(val < lo) or np.any(val > hi):
+                raise ValueError(f"--cw.interventions class {c}: {f}={v} lies outside CausalWorld's space A "
+                                 f"[{spaces[f]['A'][0]}, {spaces[f]['A'][1]}]")
+    return [{f: np.round(np.asarray(row[f], float), 6).tolist() for f in spaces} for row in table]
+
+
+def draw_values(spaces: dict, split: str, rng: np.random.Generator) -> Dict[str, object]:
+    """One draw of every feature, uniform inside space `split` ('A' or 'B')."""
+    out = {}
+    for f, sp in spaces.items():
+        lo, hi = np.asarray(sp[split][0], float), np.asarray(sp[split][1], float)
+        out[f] = np.round(rng.uniform(lo, hi), 6).tolist()
+    return out
+
+
+def to_intervention(values: Dict[str, object], blocks: List[str]) -> dict:
+    """Feature values -> CausalWorld's intervention dict (block features go to every movable block)."""
+    out: dict = {}
+    for f, v in values.items():
+        if f in ARENA_FEATURES:
+            out[f] = np.asarray(v, float) if f == "stage_color" else float(v)
+        else:
+            key = BLOCK_FEATURES[f]
+            for b in blocks:
+                out.setdefault(b, {})[key] = np.asarray(v, float) if key == "color" else float(v)
+    return out
+
+
+def goal_mode(task: str) -> str:
+    """'resample' (a new goal from space A every episode) or 'default' (the task's default goal)."""
+    return "default" if task in DEFAULT_GOAL_TASKS else "resample"
+
+
+def start_episode(env, intervention: dict, goal_seed: int, goals: str = "resample") -> np.ndarray:
+    """Reset `env` to its default start with the intervention applied and, with goals='resample', a new goal
+    from space A (seeded by goal_seed)."""
+    task = env.get_task()
+    for attempt in range(20):
+        goal = {}
+        if goals == "resample":
+            np.random.seed((int(goal_seed) + 7919 * attempt) % 2**32)  # CausalWorld samples goals from global numpy
+            task.set_intervention_space("space_a")
+            goal = env.sample_new_goal()
+            task.set_intervention_space("space_a_b")
+        ok, obs = env.set_starting_state({**goal, **intervention}, check_bounds=True)
+        if ok:
+            return np.asarray(obs, np.float64)
+    raise RuntimeError(f"CausalWorld refused the intervention {intervention} 20 times (infeasible stage?)")
+
+
+# ------------------------------------------------------------------------------------------ policies
+@contextlib.contextmanager
+def torch_threads(n: int = 1):
+    """Run small batched MLPs on one torch thread (threaded BLAS stalls next to a busy core)."""
+    import torch
+
+    old = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)
+
+
+def shipped_expert_path(task: str) -> str:
+    spec = importlib.util.find_spec("causal_world")
+    if spec is None or spec.origin is None:
+        raise ImportError("causal-world is not installed; install it with bash scripts/setup.sh")
+    return os.path.join(os.path.dirname(spec.origin), "assets", "baseline_actors", SHIPPED_EXPERTS[task])
+
+
+def load_shipped_expert(task: str) -> Callable[[np.ndarray], np.ndarray]:
+    """The PPO expert shipped with causal-world: stable-baselines 2 `parameters` (an .npz inside the zip) holds the
+    tanh MLP `model/shared_fc{i}/{w,b}:0` and the mean head `model/pi/{w,b}:0`; action = clip(mean, -1, 1)."""
+    import torch
+
+    if task not in SHIPPED_EXPERTS:
+        raise ValueError(f"cw:{task} ships no expert (only {', '.join(SHIPPED_EXPERTS)} do): train one with "
+                         f"train_behavior.py --env cw:{task} and pass its snapshot as --cw.expert-snapshot")
+    with zipfile.ZipFile(shipped_expert_path(task)) as z:
+        with np.load(io.BytesIO(z.read("parameters"))) as p:
+            params = {k: torch.as_tensor(p[k], dtype=torch.float32) for k in p.files}
+    hidden = sorted(k[len("model/"):-len("/w:0")] for k in params if k.startswith("model/shared_fc") and k.endswith("/w:0"))
+    layers = [(params[f"model/{h}/w:0"], params[f"model/{h}/b:0"]) for h in hidden]
+    w_pi, b_pi = params["model/pi/w:0"], params["model/pi/b:0"]
+
+    @torch.no_grad()
+    def act(obs: np.ndarray) -> np.ndarray:
+        h = torch.as_tensor(np.asarray(obs, np.float32))
+        for w, b in layers:
+            h = torch.tanh(h @ w + b)
+        return np.clip((h @ w_pi + b_pi).numpy(), -1.0, 1.0)
+
+    act.obs_dim = int(layers[0][0].shape[0])
+    return act
+
+
+def load_snapshot(path: str, obs_dim: int, env_id: str) -> Tuple[Callable, dict]:
+    if not os.path.exists(path):
+        raise ValueError(f"behaviour snapshot {path} does not exist (train one with train_behavior.py --env {env_id})")
+    art = contract.load_policy(path)
+    dims = (art["config"]["obs_dim"], art["config"]["act_dim"])
+    if dims != (obs_dim, ACT_DIM):
+        raise ValueError(f"{path}: snapshot has obs_dim, act_dim = {dims} but {env_id} has {(obs_dim, ACT_DIM)}")
+    env_of = (art.get("env") or {}).get("env_id")
+    if env_of not in (None, env_id):
+        raise ValueError(f"{path}: snapshot was trained on {env_of}, not {env_id}")
+    return contract.build_policy(art), {"path": path, "train_step": art.get("train_step")}
+
+
+def load_expert(task: str, obs_dim: int, expert_snapshot: Optional[str]) -> Tuple[Callable, dict]:
+    """(policy, description): the shipped PPO expert, or a train_behavior.py snapshot."""
+    env_id = f"cw:{task}"
+    if expert_snapshot:
+        policy, info = load_snapshot(expert_snapshot, obs_dim, env_id)
+        return policy, {"source": "snapshot", **info}
+    policy = load_shipped_expert(task)
+    if policy.obs_dim != obs_dim:
+        raise ValueError(f"the shipped {task} expert expects obs_dim {policy.obs_dim}, the env gives {obs_dim}")
+    return policy, {"source": "shipped PPO expert causal_world/assets/baseline_actors/" + SHIPPED_EXPERTS[task]}
+
+
+def behaviour_table(cfg: CWConfig, task: str, obs_dim: int) -> Tuple[list, list]:
+    """(descriptions with a 'label', specs (kind, policy, noise_std)) of the behaviour policies."""
+    table, specs = [], []
+    if cfg.noise_levels:
+        expert, info = load_expert(task, obs_dim, cfg.expert_snapshot)
+        for s in cfg.noise_levels:
+            if s < 0:
+                raise ValueError(f"--cw.noise-levels must be >= 0, got {s}")
+            table.append({"name": "expert", "noise_std": float(s), **info,
+                          "label": "expert" if s == 0 else f"expert+N(0,{s:g}²)"})
+            specs.append(("policy", expert, float(s)))
+    for path in cfg.snapshots:
+        policy, info = load_snapshot(path, obs_dim, f"cw:{task}")
+        table.append({"name": "snapshot", **info, "label": f"snapshot step {info['train_step']}"})
+        specs.append(("policy", policy, 0.0))
+    if cfg.random_policy:
+        table.append({"name": "uniform_random", "label": "uniform random"})
+        specs.append(("random", None, 0.0))
+    if not table:
+        raise ValueError("no behaviour policy: give --cw.noise-levels, --cw.snapshots or --cw.random-policy")
+    return table, specs
+
+
+# ------------------------------------------------------------------------------------------ episodes
+def run_episodes(task: str, skip_frame: int, T: int, interventions: List[dict], ep_seeds: np.ndarray,
+                 specs: list, ep_specs: np.ndarray, lockstep: int, record: bool, env_seed: int = 0,
+                 log_every: int = 0) -> dict:
+    """Run len(interventions) episodes of T steps, `lockstep` envs at a time; policies act on batches.
+    Episode i draws its goal and its action noise from ep_seeds[i] alone (the batched policy can still differ in
+    the last float bit between batch sizes, so `lockstep` is part of the arguments). Returns returns [E], success [E] (fractional success at the end) and, with `record`, obs [E, T+1],
+    act [E, T], rew [E, T]."""
+    E = len(interventions)
+    envs = [make_env(task, env_seed + j, skip_frame) for j in range(min(lockstep, E))]
+    blocks = movable_blocks(envs[0])
+    obs_dim = int(envs[0].observation_space.shape[0])
+    out = {"returns": np.zeros(E), "success": np.zeros(E)}
+    if record:
+        out.update(obs=np.zeros((E, T + 1, obs_dim), np.float32), act=np.zeros((E, T, ACT_DIM), np.float32),
+                   rew=np.zeros((E, T), np.float32))
+    t0, steps = time.time(), 0
+    with torch_threads(1):
+        for start in range(0, E, lockstep):
+            idx = np.arange(start, min(start + lockstep, E))
+            rngs = [np.random.default_rng(int(ep_seeds[i])) for i in idx]
+            s = np.stack([start_episode(envs[j], to_intervention(interventions[i], blocks), int(ep_seeds[i]),
+                                        goal_mode(task)) for j, i in enumerate(idx)])
+            info = [None] * len(idx)
+            for t in range(T):
+                a = np.zeros((len(idx), ACT_DIM))
+                for p, (kind, policy, noise) in enumerate(specs):
+                    rows = np.flatnonzero(ep_specs[idx] == p)
+                    if len(rows) and kind == "policy":
+                        a[rows] = policy(s[rows])
+                for j, i in enumerate(idx):
+                    kind, _, noise = specs[ep_specs[i]]
+                    if kind == "random":
+                        a[j] = rngs[j].uniform(-1.0, 1.0, ACT_DIM)
+                    elif noise > 0:
+                        a[j] = a[j] + noise * rngs[j].normal(size=ACT_DIM)
+                a = np.clip(a, -1.0, 1.0).astype(np.float32)  # the stored action is exactly the executed one
+                if record:
+                    out["obs"][idx, t], out["act"][idx, t] = s, a
+                for j, i in enumerate(idx):
+                    o, r, _, info[j] = envs[j].step(a[j].astype(np.float64))
+                    s[j] = o
+                    r = np.float32(r)
+                    out["returns"][i] += float(r)
+                    if record:
+                        out["rew"][i, t] = r
+            for j, i in enumerate(idx):
+                out["success"][i] = float(info[j]["fractional_success"])
+            if record:
+                out["obs"][idx, T] = s
+            steps += len(idx) * T
+            if log_every and (start // lockstep) % log_every == 0:
+                sps = steps / (time.time() - t0)
+                print(f"  {idx[-1] + 1}/{E} episodes, {sps:.0f} env steps/s, ETA {(E * T - steps) / sps / 60:.1f} min",
+                      flush=True)
+    for env in envs:
+        env.close()
+    out["steps_per_s"] = steps / max(time.time() - t0, 1e-9)
+    return out
+
+
+def collect(cfg: CWConfig, task: str, seed: int) -> dict:
+    """Collect cfg.episodes episodes of cw:<task>; the return value follows collect_data.py's backend interface.
+    Every argument is checked (features, intervention values against space A, snapshots) before any episode runs."""
+    env_id = f"cw:{task}"
+    features = check_features(cfg.features)
+    if cfg.episodes < 1 or cfg.n_classes < 1 or cfg.lockstep < 1 or cfg.skip_frame < 1:
+        raise ValueError("need --cw.episodes, --cw.n-classes, --cw.lockstep and --cw.skip-frame >= 1")
+    if cfg.episode_len is not None and cfg.episode_len < 1:
+        raise ValueError("--cw.episode-len must be >= 1")
+    rng = np.random.default_rng(seed)
+    probe = make_env(task, seed, cfg.skip_frame)  # created after seeding; it reseeds only numpy's global RNG
+    spaces = feature_spaces(probe, task, features)
+    obs_dim, T = int(probe.observation_space.shape[0]), cfg.episode_len or default_episode_len(probe)
+    probe.close()
+    table = class_table(spaces, cfg.n_classes, cfg.interventions)
+    behaviors, specs = behaviour_table(cfg, task, obs_dim)
+
+    E = cfg.episodes
+    classes = np.arange(E) % cfg.n_classes
+    policy_ids = (np.arange(E) // cfg.n_classes) % len(specs)
+    ep_seeds = rng.integers(0, 2**31 - 1, size=E)
+    print(f"collecting {E} episodes × {T} steps of {env_id} (classes {cfg.n_classes} on {features}, "
+          f"{len(specs)} behaviour policies)", flush=True)
+    out = run_episodes(task, cfg.skip_frame, T, [table[c] for c in classes], ep_seeds, specs, policy_ids,
+                       cfg.lockstep, record=True, env_seed=seed, log_every=max(1, E // cfg.lockstep // 10))
+    obs, nxt = out["obs"][:, :-1], out["obs"][:, 1:]  # one array, so s'_t == s_{t+1} holds exactly
+    returns = out["rew"].astype(np.float64).sum(axis=1)
+    timeouts = np.zeros((E, T), bool)
+    timeouts[:, -1] = True  # CausalWorld episodes end at a time limit, never in a terminal state
+    arrays = {
+        "observations": obs.reshape(E * T, obs_dim), "actions": out["act"].reshape(E * T, ACT_DIM),
+        "next_observations": nxt.reshape(E * T, obs_dim), "rewards": out["rew"].reshape(E * T),
+        "terminals": np.zeros(E * T, bool), "timeouts": timeouts.reshape(E * T),
+        "episode_ids": np.repeat(np.arange(E), T).astype(np.int64), "aux": np.repeat(classes, T).astype(np.int64),
+        "episode_returns": np.repeat(returns, T).astype(np.float32),
+        "policy_ids": np.repeat(policy_ids, T).astype(np.int64),
+    }
+    for p, b in enumerate(behaviors):
+        b["mean_return"] = round(float(returns[policy_ids == p].mean()), 4) if (policy_ids == p).any() else None
+        b["mean_success"] = round(float(out["success"][policy_ids == p].mean()), 4) if (policy_ids == p).any() else None
+    env_config = {"task": task, "skip_frame": cfg.skip_frame, "episode_len": T, "features": features,
+                  "goal_space": "A", "goals": goal_mode(task), "expert_snapshot": cfg.expert_snapshot}
+    spec = {"env_id": env_id, "obs_dim": obs_dim, "act_dim": ACT_DIM, "action_low": [-1.0] * ACT_DIM,
+            "action_high": [1.0] * ACT_DIM, "episode_len": T, "n_classes": cfg.n_classes, "heldout_classes": [],
+            "aux_meaning": f"index of the fixed do-intervention on {features} inside CausalWorld's space A "
+                           f"(values in class_table); goals: {goal_mode(task)} (env_config.goals)",
+            "class_table": table, "spaces": spaces, "env_config": env_config, "behavior_policies": behaviors,
+            "episode_success": np.round(out["success"], 4).tolist(),
+            "episode_seed_rule": "episode i draws goal and action noise from collect seed's integers(0, 2**31-1)[i]"}
+    print(f"collected {E * T} steps at {out['steps_per_s']:.0f} env steps/s; fractional success mean "
+          f"{out['success'].mean():.3f}", flush=True)
+    return {"arrays": arrays, "returns": returns, "classes": classes, "policy_ids": policy_ids,
+            "behaviors": behaviors, "spec": spec, "rng": rng, "success": out["success"]}
+
+
+def _config(spec: dict) -> dict:
+    cfg = spec.get("env_config") or {}
+    if "task" not in cfg:
+        raise ValueError(f"{spec.get('env_id')}: the env description has no CausalWorld env_config")
+    return cfg
+
+
+def rollout(spec: dict, policy: Callable, split: str, episodes: int, seed: int, lockstep: int = 10) -> dict:
+    """Evaluate `policy` (obs [N, obs_dim] -> action [N, 9], deterministic) on `episodes` episodes; each draws the
+    intervened features uniformly from space `split` ('A' in distribution, 'B' out of distribution) and a goal from
+    space A. Feature draws from np.random.default_rng(seed); episode i has goal seed seed·1_000_003 + i."""
+    if split not in ("A", "B"):
+        raise ValueError(f"unknown CausalWorld space '{split}': use A or B")
+    cfg = _config(spec)
+    spaces = spec["spaces"]
+    rng = np.random.default_rng(seed)
+    values = [draw_values(spaces, split, rng) for _ in range(episodes)]
+    out = run_episodes(cfg["task"], cfg["skip_frame"], cfg["episode_len"], values,
+                       seed * 1_000_003 + np.arange(episodes), [("policy", policy, 0.0)], np.zeros(episodes, int),
+                       lockstep, record=False, env_seed=seed)
+    return {"returns": out["returns"], "episode_classes": None, "success": out["success"], "space": split,
+            "interventions": values}
+
+
+def reference_policy(spec: dict, kind: str, seed: int) -> Callable:
+    """'expert': the expert the dataset was collected with (shipped PPO or its snapshot); 'random': uniform."""
+    if kind == "random":
+        rng = np.random.default_rng(seed + 1)
+        return lambda obs: rng.uniform(-1.0, 1.0, size=(len(obs), ACT_DIM))
+    if kind != "expert":
+        raise ValueError(f"unknown reference policy '{kind}': use expert or random")
+    cfg = _config(spec)
+    return load_expert(cfg["task"], spec["obs_dim"], cfg.get("expert_snapshot"))[0]
+
+
+class CWEnv:
+    """One CausalWorld task with a gym-like API for train_behavior.py (SAC on tasks without a shipped expert).
+    Every reset samples a goal from space A and draws `features` uniformly from space `space` (no class of c)."""
+
+    def __init__(self, task: str, seed: int, features: Sequence[str] = ARENA_FEATURES, space: str = "A",
+                 skip_frame: int = 3, episode_len: Optional[int] = None):
+        self.env, self.task = make_env(task, seed, skip_frame), task
+        self.spaces = feature_spaces(self.env, task, check_features(features)) if features else {}
+        self.blocks, self.space = movable_blocks(self.env), space
+        self.rng = np.random.default_rng(seed)
+        self.obs_dim, self.act_dim = int(self.env.observation_space.shape[0]), ACT_DIM
+        self.action_low, self.action_high = -np.ones(ACT_DIM, np.float32), np.ones(ACT_DIM, np.float32)
+        self.max_episode_steps = episode_len or default_episode_len(self.env)
+        self.t, self.success = 0, 0.0
+
+    def reset(self) -> np.ndarray:
+        values = draw_values(self.spaces, self.space, self.rng)
+        obs = start_episode(self.env, to_intervention(values, self.blocks), int(self.rng.integers(0, 2**31 - 1)),
+                            goal_mode(self.task))
+        self.t = 0
+        return obs.astype(np.float32)
+
+    def step(self, a: np.ndarray):
+        obs, r, _, info = self.env.step(np.clip(np.asarray(a, np.float64), -1.0, 1.0))
+        self.t += 1
+        self.success = float(info["fractional_success"])
+        return obs.astype(np.float32), float(r), False, self.t >= self.max_episode_steps
+
+
+# ------------------------------------------------------------------------------------------ CLI: expert check
+@dataclass
+class Args:
+    tasks: Tuple[str, ...] = ("pushing", "picking", "pick_and_place")
+    """CausalWorld tasks whose shipped expert is measured"""
+    episodes: int = 10
+    """episodes per task and space"""
+    space: Tuple[str, ...] = ("A",)
+    """variable spaces the stage colour and frictions are drawn from (A and/or B), or `default` (no intervention)"""
+    random: bool = False
+    """also measure uniform-random actions"""
+    seed: int = 10_000
+    """evaluation seed"""
+    out: Optional[str] = None
+    """optional JSON file for the numbers"""
+
+
+def main(args: Args) -> list:
+    rows = []
+    for task in args.tasks:
+        env = make_env(task, args.seed)
+        spec = {"env_id": f"cw:{task}", "obs_dim": int(env.observation_space.shape[0]),
+                "spaces": feature_spaces(env, task, ARENA_FEATURES),
+                "env_config": {"task": task, "skip_frame": 3, "episode_len": default_episode_len(env)}}
+        env.close()
+        for kind in ("expert", "random") if args.random else ("expert",):
+            for split in args.space:
+                t0 = time.time()
+                policy = reference_policy(spec, kind, args.seed)
+                if split == "default":  # the task's default variables: what the shipped experts were trained on
+                    out = run_episodes(task, 3, spec["env_config"]["episode_len"], [{}] * args.episodes,
+                                       args.seed * 1_000_003 + np.arange(args.episodes), [("policy", policy, 0.0)],
+                                       np.zeros(args.episodes, int), 10, record=False, env_seed=args.seed)
+                    res = {"returns": out["returns"], "success": out["success"]}
+                else:
+                    res = rollout(spec, policy, split, args.episodes, args.seed)
+                dt = time.time() - t0
+                row = {"task": task, "policy": kind, "space": split, "episodes": args.episodes,
+                       "mean_success": float(res["success"].mean()), "min_success": float(res["success"].min()),
+                       "mean_return": float(res["returns"].mean()), "std_return": float(res["returns"].std()),
+                       "steps_per_s": args.episodes * spec["env_config"]["episode_len"] / dt}
+                rows.append(row)
+                print(f"{task:<15} {kind:<7} space {split}: fractional success {row['mean_success']:.3f} "
+                      f"(min {row['min_success']:.3f}), return {row['mean_return']:.2f} ± {row['std_return']:.2f} "
+                      f"over {args.episodes} episodes, {row['steps_per_s']:.0f} env steps/s", flush=True)
+    if args.out:
+        contract.save_json(args.out, rows)
+    return rows
+
+
+if __name__ == "__main__":
+    import tyro
+
+    main(tyro.cli(Args))

@@ -1,0 +1,261 @@
+"""DeepMind Control backend (OILCA §5.2, Table 1, Appendix "DeepMind Control Suite").
+
+The environment variation c ∈ {0, …, C-1} is one of C Gaussian action-perturbation distributions: every action
+a ∈ [-1, 1]^A that the acting policy commands is executed as clip(a + ε, -1, 1) with ε ~ N(μ_c, diag σ_c²). The
+per-class means μ_c ~ U[-noise_mean, noise_mean]^A and stds σ_c ~ U[noise_std_low, noise_std_high]^A are drawn once
+from `noise_seed` and recorded in the dataset metadata (`class_table`), so evaluation applies exactly the same
+perturbations. The dataset stores the *commanded* action a (what the policy chose) and ε as the exogenous variable
+(`exogenous`, u_dim = A): s' = f(s, a, u) with u = ε is the structural model the iVAE is asked to invert.
+
+Observations are dm_control's observation dict flattened in the env's own key order (recorded in the metadata as
+`obs_keys` with sizes). Episodes are 1000 steps; the end is a time limit (timeout), never a terminal. Episode i
+starts from task seed (seed·1_000_003 + i) mod 2³², so an episode is reproducible on its own.
+
+Behaviour policies of graded quality are policy artifacts (CONTRACT.md) written by train_behavior.py at chosen
+steps (`--dmc.snapshots`), plus optionally uniform-random actions. Episodes are assigned round-robin to classes and,
+within a class, to behaviour policies. Many episodes are stepped in lockstep so that the policy runs batched.
+
+Used by collect_data.py (`collect`), evaluate.py (`rollout`, `reference_policy`) and train_behavior.py (`DMCEnv`).
+"""
+
+import os
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+os.environ.setdefault("MUJOCO_GL", "egl")  # rendering is never used; this only keeps a headless import quiet
+
+import numpy as np
+
+import contract
+
+TABLE1_TASKS = ("cartpole-swingup", "cheetah-run", "finger-turn_hard", "fish-swim", "humanoid-run",
+                "manipulator-insert_ball", "manipulator-insert_peg", "walker-stand", "walker-walk")
+EPISODE_LEN = 1000
+
+
+@dataclass
+class DMCConfig:
+    snapshots: Tuple[str, ...] = ()
+    """behaviour policies: policy artifacts of train_behavior.py (e.g. runs/sac_<task>/snapshots/step_*.pt)"""
+    random_policy: bool = False
+    """also use uniform-random commanded actions as a behaviour policy"""
+    episodes: int = 200
+    """episodes collected in total (spread evenly over the classes of c)"""
+    n_classes: int = 3
+    """number of action-perturbation distributions C (the paper uses 3)"""
+    noise_seed: int = 0
+    """seed that draws μ_c and σ_c (keep it fixed so that every dataset and evaluation shares the perturbations)"""
+    noise_mean: float = 0.2
+    """μ_c ~ U[-noise_mean, noise_mean]^A"""
+    noise_std_low: float = 0.05
+    """σ_c ~ U[noise_std_low, noise_std_high]^A"""
+    noise_std_high: float = 0.4
+    """upper end of the per-dimension perturbation std"""
+    lockstep: int = 25
+    """episodes stepped together (the policy runs on one batch of observations per step)"""
+
+
+def split_name(name: str) -> Tuple[str, str]:
+    domain, sep, task = name.partition("-")
+    if not sep or not domain or not task:
+        raise ValueError(f"bad DeepMind Control id 'dmc:{name}': use dmc:<domain>-<task>, e.g. dmc:cartpole-swingup")
+    return domain, task
+
+
+def load_env(name: str, task_seed: int = 0):
+    from dm_control import suite
+
+    domain, task = split_name(name)
+    if (domain, task) not in suite.ALL_TASKS:
+        raise ValueError(f"unknown DeepMind Control task 'dmc:{name}' (Table 1 tasks: {', '.join(TABLE1_TASKS)})")
+    return suite.load(domain, task, task_kwargs={"random": task_seed})
+
+
+def obs_layout(env) -> List[Tuple[str, int]]:
+    return [(k, int(np.prod(v.shape))) for k, v in env.observation_spec().items()]
+
+
+def flatten(obs: Dict[str, np.ndarray]) -> np.ndarray:
+    return np.concatenate([np.asarray(v, np.float64).ravel() for v in obs.values()])
+
+
+def noise_table(act_dim: int, n_classes: int, seed: int, mean: float, std_low: float, std_high: float) -> dict:
+    """The C perturbation distributions: {'mean': [C][A], 'std': [C][A]}."""
+    rng = np.random.default_rng(seed)
+    mu = rng.uniform(-mean, mean, size=(n_classes, act_dim))
+    sd = rng.uniform(std_low, std_high, size=(n_classes, act_dim))
+    return {"mean": mu.round(6).tolist(), "std": sd.round(6).tolist()}
+
+
+class DMCEnv:
+    """One dm_control task with a flat observation vector and a gym-like API (used by train_behavior.py).
+    `perturb_class` applies that class's action perturbation (None: the clean env)."""
+
+    def __init__(self, name: str, seed: int, table: Optional[dict] = None, perturb_class: Optional[int] = None):
+        self.env = load_env(name, seed)
+        spec = self.env.action_spec()
+        self.obs_dim = sum(n for _, n in obs_layout(self.env))
+        self.act_dim = int(spec.shape[0])
+        self.action_low, self.action_high = spec.minimum.astype(np.float32), spec.maximum.astype(np.float32)
+        self.max_episode_steps = EPISODE_LEN
+        self.rng = np.random.default_rng(seed + 1)
+        self.table, self.c = table, perturb_class
+
+    def reset(self) -> np.ndarray:
+        return flatten(self.env.reset().observation).astype(np.float32)
+
+    def step(self, a: np.ndarray):
+        a = np.asarray(a, np.float64)
+        if self.c is not None:
+            a = a + self.rng.normal(self.table["mean"][self.c], self.table["std"][self.c])
+        ts = self.env.step(np.clip(a, self.action_low, self.action_high))
+        terminated = ts.discount is not None and ts.discount == 0.0 and ts.last()
+        return flatten(ts.observation).astype(np.float32), float(ts.reward or 0.0), terminated, ts.last() and not terminated
+
+
+def load_behaviors(cfg: DMCConfig, obs_dim: int, act_dim: int, env_id: str) -> Tuple[list, list]:
+    """(table of behaviour descriptions, list of policy callables). A missing snapshot is a one-line error."""
+    table, policies = [], []
+    for path in cfg.snapshots:
+        if not os.path.exists(path):
+            raise ValueError(f"behaviour snapshot {path} does not exist (train one with train_behavior.py --env {env_id})")
+        art = contract.load_policy(path)
+        cfg_dims = (art["config"]["obs_dim"], art["config"]["act_dim"])
+        if cfg_dims != (obs_dim, act_dim):
+            raise ValueError(f"{path}: snapshot has obs_dim, act_dim = {cfg_dims} but {env_id} has {(obs_dim, act_dim)}")
+        env_of = (art.get("env") or {}).get("env_id")
+        if env_of not in (None, env_id):
+            raise ValueError(f"{path}: snapshot was trained on {env_of}, not {env_id}")
+        table.append({"name": "snapshot", "path": path, "train_step": art.get("train_step"),
+                      "label": f"snapshot step {art.get('train_step')}"})
+        policies.append(contract.build_policy(art))
+    if cfg.random_policy:
+        table.append({"name": "uniform_random", "label": "uniform random"})
+        policies.append(None)
+    if not table:
+        raise ValueError(f"no behaviour policy for {env_id}: pass --dmc.snapshots (train_behavior.py) or --dmc.random-policy")
+    return table, policies
+
+
+def run_episodes(name: str, policies: Sequence[Optional[Callable]], table: dict, ep_classes: np.ndarray,
+                 ep_policies: np.ndarray, task_seeds: np.ndarray, seed: int, lockstep: int, record: bool) -> dict:
+    """Step the episodes in chunks of `lockstep` envs; the policies act on batched observations. Episode i draws
+    its perturbations (and random actions) from its own stream default_rng([seed, i]). (`lockstep` still changes
+    the float rounding of the batched policy, so it is part of a dataset's arguments.) Returns per-episode returns and, with `record`, the transitions [E, T, ·]."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # batches of a few dozen rows: extra threads only add waiting
+    try:
+        return _run_episodes(name, policies, table, ep_classes, ep_policies, task_seeds, seed, lockstep, record)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _run_episodes(name, policies, table, ep_classes, ep_policies, task_seeds, seed, lockstep, record) -> dict:
+    E, T = len(ep_classes), EPISODE_LEN
+    mu, sd = np.asarray(table["mean"]), np.asarray(table["std"])
+    envs = [load_env(name, 0) for _ in range(min(lockstep, E))]
+    spec = envs[0].action_spec()
+    low, high = spec.minimum, spec.maximum
+    obs_dim, A = sum(n for _, n in obs_layout(envs[0])), int(spec.shape[0])
+    out = {"returns": np.zeros(E)}
+    if record:
+        out.update(obs=np.zeros((E, T + 1, obs_dim), np.float32), act=np.zeros((E, T, A), np.float32),
+                   rew=np.zeros((E, T), np.float32), eps=np.zeros((E, T, A), np.float32))
+    for start in range(0, E, lockstep):
+        idx = np.arange(start, min(start + lockstep, E))
+        rngs = [np.random.default_rng([seed, int(i)]) for i in idx]
+        s = np.zeros((len(idx), obs_dim))
+        for j, i in enumerate(idx):
+            envs[j].task.random.seed(int(task_seeds[i]))
+            s[j] = flatten(envs[j].reset().observation)
+        for t in range(T):
+            a = np.zeros((len(idx), A))
+            for p, policy in enumerate(policies):
+                rows = np.flatnonzero(ep_policies[idx] == p)
+                if len(rows) and policy is None:
+                    a[rows] = np.array([rngs[j].uniform(low, high) for j in rows])
+                elif len(rows):
+                    a[rows] = policy(s[rows])
+            a = np.clip(a, low, high)
+            c = ep_classes[idx]
+            eps = mu[c] + sd[c] * np.array([r.normal(size=A) for r in rngs])
+            if record:
+                out["obs"][idx, t], out["act"][idx, t], out["eps"][idx, t] = s, a, eps
+            for j in range(len(idx)):
+                ts = envs[j].step(np.clip(a[j] + eps[j], low, high))
+                s[j] = flatten(ts.observation)
+                out["returns"][idx[j]] += ts.reward or 0.0
+                if record:
+                    out["rew"][idx[j], t] = ts.reward or 0.0
+        if record:
+            out["obs"][idx, T] = s
+    return out
+
+
+def collect(cfg: DMCConfig, name: str, seed: int) -> dict:
+    """Collect cfg.episodes 1000-step episodes; the return value follows collect_data.py's backend interface."""
+    env_id = f"dmc:{name}"
+    env = load_env(name, 0)
+    layout, spec = obs_layout(env), env.action_spec()
+    obs_dim, A = sum(n for _, n in layout), int(spec.shape[0])
+    if cfg.episodes < 1 or cfg.n_classes < 1 or cfg.lockstep < 1:
+        raise ValueError("need --dmc.episodes >= 1, --dmc.n-classes >= 1 and --dmc.lockstep >= 1")
+    behaviors, policies = load_behaviors(cfg, obs_dim, A, env_id)
+    table = noise_table(A, cfg.n_classes, cfg.noise_seed, cfg.noise_mean, cfg.noise_std_low, cfg.noise_std_high)
+    rng = np.random.default_rng(seed)  # only for the D_E draw in collect_data.py
+    E, T = cfg.episodes, EPISODE_LEN
+    ep_classes = np.arange(E) % cfg.n_classes
+    ep_policies = (np.arange(E) // cfg.n_classes) % len(policies)
+    task_seeds = (seed * 1_000_003 + np.arange(E)) % 2**32
+    out = run_episodes(name, policies, table, ep_classes, ep_policies, task_seeds, seed, cfg.lockstep, record=True)
+    obs, nxt = out["obs"][:, :-1], out["obs"][:, 1:]
+    returns = out["rew"].astype(np.float64).sum(1)
+    timeouts = np.zeros((E, T), bool)
+    timeouts[:, -1] = True
+    arrays = {
+        "observations": obs.reshape(E * T, obs_dim), "actions": out["act"].reshape(E * T, A),
+        "next_observations": nxt.reshape(E * T, obs_dim), "rewards": out["rew"].reshape(E * T),
+        "terminals": np.zeros(E * T, bool), "timeouts": timeouts.reshape(E * T),
+        "episode_ids": np.repeat(np.arange(E), T).astype(np.int64), "aux": np.repeat(ep_classes, T).astype(np.int64),
+        "episode_returns": np.repeat(returns, T).astype(np.float32), "policy_ids": np.repeat(ep_policies, T).astype(np.int64),
+        "exogenous": out["eps"].reshape(E * T, A),
+    }
+    env_spec = {"env_id": env_id, "obs_dim": obs_dim, "act_dim": A, "u_dim": A,
+                "action_low": spec.minimum.astype(np.float32).tolist(), "action_high": spec.maximum.astype(np.float32).tolist(),
+                "episode_len": T, "n_classes": cfg.n_classes, "heldout_classes": [], "obs_keys": layout,
+                "aux_meaning": "index of the Gaussian action perturbation: executed action = clip(a + eps, -1, 1), "
+                               "eps ~ N(mean[c], diag std[c]^2); 'exogenous' holds eps",
+                "class_table": table, "noise_seed": cfg.noise_seed, "behavior_policies": behaviors,
+                "task_seed_rule": "episode i of data seed s starts from task seed (s*1000003 + i) mod 2**32"}
+    return {"arrays": arrays, "returns": returns, "classes": ep_classes, "policy_ids": ep_policies,
+            "behaviors": behaviors, "spec": env_spec, "rng": rng}
+
+
+def rollout(spec: dict, policy: Callable, classes: Sequence[int], episodes: int, seed: int) -> dict:
+    """Evaluation: `episodes` 1000-step episodes of `policy` under the perturbations of `classes` (round-robin).
+    Task seeds (seed·1_000_003 + i) mod 2³², perturbations from default_rng([seed, i])."""
+    name = spec["env_id"].split(":", 1)[1]
+    bad = [c for c in classes if not 0 <= c < len(spec["class_table"]["mean"])]
+    if bad:
+        raise ValueError(f"classes {bad} are outside the {len(spec['class_table']['mean'])} perturbation classes of {spec['env_id']}")
+    ep_classes = np.array([classes[i % len(classes)] for i in range(episodes)])
+    out = run_episodes(name, [policy], spec["class_table"], ep_classes, np.zeros(episodes, int),
+                       (seed * 1_000_003 + np.arange(episodes)) % 2**32, seed, 25, record=False)
+    return {"returns": out["returns"], "episode_classes": ep_classes}
+
+
+def reference_policy(spec: dict, kind: str, seed: int) -> Callable:
+    """'expert': the last (most trained) behaviour snapshot recorded in the dataset; 'random': uniform actions."""
+    low, high = np.asarray(spec["action_low"]), np.asarray(spec["action_high"])
+    if kind == "random":
+        rng = np.random.default_rng(seed + 1)
+        return lambda obs: rng.uniform(low, high, size=(len(obs), len(low)))
+    snaps = [b for b in spec.get("behavior_policies", []) if b["name"] == "snapshot"]
+    if not snaps:
+        raise ValueError(f"{spec['env_id']}: the dataset records no behaviour snapshot to use as the expert reference")
+    best = max(snaps, key=lambda b: b.get("train_step") or 0)
+    if not os.path.exists(best["path"]):
+        raise ValueError(f"expert reference snapshot {best['path']} (recorded in the dataset) does not exist here")
+    return contract.build_policy(contract.load_policy(best["path"]))

@@ -1,0 +1,177 @@
+"""CausalWorld backend (cw_env.py) on tiny settings: compatibility layer, interventions, collection, evaluation."""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import contract
+import cw_env
+from conftest import ROOT
+
+pytestmark = pytest.mark.skipif(not cw_env.available(), reason="causal-world is not installed (bash scripts/setup.sh installs it)")
+
+TINY = dict(episodes=15, episode_len=12, lockstep=4)  # 3 classes × 5 behaviour policies
+
+
+def run(*argv, ok=True):
+    proc = subprocess.run([sys.executable, *argv], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    if ok:
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc
+
+
+@pytest.fixture(scope="module")
+def tiny_cw(tmp_path_factory):
+    """A tiny pushing dataset written by collect_data.main (15 episodes of 12 steps)."""
+    import collect_data
+
+    path = str(tmp_path_factory.mktemp("cw") / "pushing.npz")
+    collect_data.main(collect_data.Args(env="cw:pushing", out=path, seed=1, cw=cw_env.CWConfig(**TINY)))
+    return path
+
+
+def test_shipped_experts_load_with_numpy_weights():
+    env = cw_env.make_env("pushing", 0)
+    obs = cw_env.start_episode(env, {}, goal_seed=3)
+    env.close()
+    for task in cw_env.SHIPPED_EXPERTS:
+        policy = cw_env.load_shipped_expert(task)
+        a = policy(np.zeros((4, policy.obs_dim)))
+        assert a.shape == (4, 9) and np.all(np.abs(a) <= 1)
+    assert cw_env.load_shipped_expert("pushing").obs_dim == len(obs) == 56
+    with pytest.raises(ValueError, match="ships no expert"):
+        cw_env.load_shipped_expert("towers")
+
+
+def test_intervention_ground_truth_matches_the_simulator():
+    """What we set is what pybullet simulates and what CausalWorld reports (issue #106 patched), after the reset."""
+    import pybullet
+    from causal_world.configs.world_constants import WorldConstants
+
+    env = cw_env.make_env("pushing", 0)
+    blocks = cw_env.movable_blocks(env)
+    assert blocks == ["tool_block"]
+    values = {"stage_color": [0.1, 0.2, 0.3], "stage_friction": 0.33, "floor_friction": 0.58, "block_mass": 0.02,
+              "block_color": [0.6, 0.7, 0.9]}
+    cw_env.start_episode(env, cw_env.to_intervention(values, blocks), goal_seed=0)
+    for _ in range(3):
+        env.step(np.zeros(9))
+    truth = env.get_current_state_variables()
+    assert truth["stage_friction"] == pytest.approx(0.33) and truth["floor_friction"] == pytest.approx(0.58)
+    assert np.allclose(truth["stage_color"], [0.1, 0.2, 0.3], atol=1e-6)
+    assert truth["tool_block"]["mass"] == pytest.approx(0.02) and np.allclose(truth["tool_block"]["color"], [0.6, 0.7, 0.9])
+    client = env.get_stage()._pybullet_client_full_id
+    assert pybullet.getDynamicsInfo(WorldConstants.STAGE_ID, -1, physicsClientId=client)[1] == pytest.approx(0.33)
+    assert pybullet.getDynamicsInfo(WorldConstants.FLOOR_ID, -1, physicsClientId=client)[1] == pytest.approx(0.58)
+    # the #106 patch reads the goal-less client when one exists (pixel mode); here only the full client exists
+    assert env.get_stage().get_current_variable_values_for_arena.__func__ is cw_env._fixed_arena_values
+    spaces = cw_env.feature_spaces(env, "pushing", cw_env.FEATURES)
+    assert spaces["stage_friction"] == {"A": [0.3, 0.6], "B": [0.6, 0.8]}
+    assert spaces["stage_color"]["A"] == [[0, 0, 0], [0.5, 0.5, 0.5]] and spaces["block_mass"]["B"] == [0.045, 0.1]
+    env.close()
+
+
+def test_goal_modes():
+    """Goals are resampled per episode (seeded), except where the shipped expert only knows the default goal."""
+    env = cw_env.make_env("pushing", 0)
+    first = [cw_env.start_episode(env, {}, seed) for seed in (1, 2, 1)]
+    assert not np.array_equal(first[0], first[1]) and np.array_equal(first[0], first[2])
+    default = [cw_env.start_episode(env, {}, seed, goals="default") for seed in (1, 2)]
+    assert np.array_equal(*default)
+    env.close()
+    assert cw_env.goal_mode("pick_and_place") == "default" and cw_env.goal_mode("picking") == "resample"
+
+
+def test_class_table_and_bad_values():
+    spaces = {"stage_friction": {"A": [0.3, 0.6], "B": [0.6, 0.8]}, "stage_color": {"A": [[0, 0, 0], [0.5, 0.5, 0.5]], "B": [[0.5] * 3, [1] * 3]}}
+    table = cw_env.class_table(spaces, 3, None)
+    assert [r["stage_friction"] for r in table] == [0.35, 0.45, 0.55] and table[0]["stage_color"] == [0.083333] * 3
+    ok = json.dumps([{"stage_friction": 0.31, "stage_color": [0, 0.1, 0.5]}, {"stage_friction": 0.6, "stage_color": [0.2] * 3}])
+    assert cw_env.class_table(spaces, 2, ok)[1]["stage_friction"] == 0.6
+    for bad, words in (([{"stage_friction": 0.7, "stage_color": [0.1] * 3}] * 2, "outside CausalWorld's space A"),
+                       ([{"stage_friction": 0.4, "stage_color": [0.6, 0.1, 0.1]}] * 2, "outside CausalWorld's space A"),
+                       ([{"stage_friction": 0.4, "stage_colour": [0.1] * 3}] * 2, "unknown feature"),
+                       ([{"stage_friction": 0.4, "stage_color": [0.1] * 2}] * 2, "needs 3 number"),
+                       ([{"stage_friction": 0.4, "stage_color": [0.1] * 3}], "list of 2 objects")):
+        with pytest.raises(ValueError, match=words):
+            cw_env.class_table(spaces, 2, json.dumps(bad))
+    with pytest.raises(ValueError, match="unknown CausalWorld feature"):
+        cw_env.check_features(["stage_friction", "gravity"])
+    draws = [cw_env.draw_values(spaces, "B", np.random.default_rng(i)) for i in range(20)]
+    assert all(0.6 <= d["stage_friction"] <= 0.8 and min(d["stage_color"]) >= 0.5 for d in draws)
+
+
+def test_collect_tiny_dataset(tiny_cw):
+    d = contract.load_dataset(tiny_cw)  # the contract's checks: s'_t = s_{t+1}, one timeout per episode, returns
+    meta = d["metadata"]
+    assert meta["env_id"] == "cw:pushing" and meta["obs_dim"] == 56 and meta["act_dim"] == 9
+    assert len(d["rewards"]) == 15 * 12 and d["timeouts"].sum() == 15 and not d["terminals"].any()
+    assert sorted(np.unique(d["aux"]).tolist()) == [0, 1, 2] and d["expert"].any()
+    assert meta["class_table"][2]["floor_friction"] == 0.55 and meta["spaces"]["floor_friction"]["B"] == [0.6, 0.8]
+    assert meta["env_config"]["task"] == "pushing" and meta["env_config"]["episode_len"] == 12
+    assert [b["label"] for b in meta["behavior_policies"]][:2] == ["expert", "expert+N(0,0.5²)"]
+    assert np.all(np.abs(d["actions"]) <= 1)
+    # goals are resampled per episode: the goal part of the first observation differs between episodes
+    first = d["observations"][d["episode_ids"] == 0][0], d["observations"][d["episode_ids"] == 3][0]
+    assert not np.array_equal(*first)
+
+
+def test_collect_is_repeatable_and_rejects_bad_arguments(tiny_cw, tmp_path):
+    import collect_data
+
+    again = str(tmp_path / "again.npz")
+    collect_data.main(collect_data.Args(env="cw:pushing", out=again, seed=1, cw=cw_env.CWConfig(**TINY)))
+    assert open(again, "rb").read() == open(tiny_cw, "rb").read()
+    bad_value = json.dumps([{"stage_color": [0.1] * 3, "stage_friction": 0.7, "floor_friction": 0.4}] * 3)
+    out = str(tmp_path / "bad.npz")
+    for flags, words in ((["--cw.interventions", bad_value], "outside CausalWorld's space A"),
+                         (["--cw.features", "stage_friction", "block_weight"], "unknown CausalWorld feature")):
+        proc = run("collect_data.py", "--env", "cw:pushing", "--out", out, "--cw.episodes", "3", *flags, ok=False)
+        assert proc.returncode != 0 and words in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+        assert not os.path.exists(out)
+    proc = run("collect_data.py", "--env", "cw:reach", "--out", out, ok=False)
+    assert "unknown CausalWorld task" in proc.stderr and not os.path.exists(out)
+
+
+def test_table7_features_and_rollout_spaces(tiny_cw):
+    out = cw_env.collect(cw_env.CWConfig(episodes=2, episode_len=5, lockstep=2, n_classes=2, noise_levels=(0.0,),
+                                         features=cw_env.FEATURES), "picking", 0)
+    spec = out["spec"]
+    assert set(spec["class_table"][0]) == set(cw_env.FEATURES) and spec["class_table"][1]["block_mass"] == 0.0375
+    spec = contract.load_dataset(tiny_cw)["metadata"]
+    policy = cw_env.reference_policy(spec, "expert", 0)
+    for split, (lo, hi) in (("A", (0.3, 0.6)), ("B", (0.6, 0.8))):
+        res = cw_env.rollout(spec, policy, split, 2, seed=5)
+        assert res["returns"].shape == (2,) and np.all((0 <= res["success"]) & (res["success"] <= 1))
+        assert all(lo <= v["stage_friction"] <= hi and lo <= v["floor_friction"] <= hi for v in res["interventions"])
+    with pytest.raises(ValueError, match="space A or B|use A or B"):
+        cw_env.rollout(spec, policy, "C", 1, 0)
+
+
+def test_cwenv_for_train_behavior():
+    env = cw_env.CWEnv("pushing", seed=0, episode_len=4)
+    s = env.reset()
+    assert s.shape == (env.obs_dim,) and env.act_dim == 9 and env.max_episode_steps == 4
+    for t in range(4):
+        s, r, term, trunc = env.step(np.zeros(9))
+        assert not term and trunc == (t == 3) and np.isfinite(r)
+
+
+def test_evaluate_cli_on_spaces_a_and_b(tiny_cw, tmp_path):
+    """The chain a user runs: BC on the tiny dataset, then evaluate.py on space A and B (return and success)."""
+    bc = str(tmp_path / "bc")
+    run("train_bc.py", "--dataset", tiny_cw, "--data", "all", "--out-dir", bc, "--total-steps", "20", "--hidden", "16",
+        "--eval-every", "0", "--eval-episodes", "1")
+    out = str(tmp_path / "eval_{split}.json")
+    proc = run("evaluate.py", "--policy", os.path.join(bc, "policy.pt"), "--space", "A", "B", "--episodes", "2",
+               "--out", out)
+    assert "fractional success" in proc.stdout
+    for split in "AB":
+        res = json.load(open(out.replace("{split}", split)))
+        assert res["split"] == split and len(res["returns"]) == 2 and 0 <= res["mean_success"] <= 1
+    proc = run("evaluate.py", "--reference", "random", "--env-dataset", tiny_cw, "--space", "B", "--episodes", "1",
+               "--out", str(tmp_path / "rand.json"))
+    assert json.load(open(tmp_path / "rand.json"))["split"] == "B"

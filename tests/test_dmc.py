@@ -1,0 +1,142 @@
+"""DeepMind Control backend: SAC behaviour training, collection under c-dependent action perturbations,
+evaluation, on cartpole-swingup with tiny settings (a few hundred SAC steps, 1000-step episodes)."""
+
+import hashlib
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+import contract  # noqa: E402
+import dmc_env  # noqa: E402
+import evaluate  # noqa: E402
+import train_behavior  # noqa: E402
+
+TASK = "cartpole-swingup"
+
+
+def run(*cmd, check=True):
+    env = {**os.environ, "MUJOCO_GL": "egl"}
+    p = subprocess.run([sys.executable, *cmd], cwd=ROOT, capture_output=True, text=True, env=env)
+    if check and p.returncode != 0:
+        raise AssertionError(f"{cmd} failed:\n{p.stdout}\n{p.stderr}")
+    return p
+
+
+@pytest.fixture(scope="module")
+def sac_run(tmp_path_factory):
+    """A 300-step SAC run (200 random steps, then updates), checkpointed at 200 and resumed to 300."""
+    out = str(tmp_path_factory.mktemp("sac"))
+    common = dict(env=f"dmc:{TASK}", out_dir=out, learning_starts=200, snapshot_steps=(200, 300), eval_every=300,
+                  eval_episodes=1, checkpoint_every=200, batch_size=32, hidden=32)
+    train_behavior.main(train_behavior.Args(total_steps=200, **common))
+    res = train_behavior.main(train_behavior.Args(total_steps=300, resume=True, **common))
+    return out, res
+
+
+@pytest.fixture(scope="module")
+def dmc_dataset(sac_run, tmp_path_factory):
+    out = str(tmp_path_factory.mktemp("dmcdata") / "d.npz")
+    snaps = [os.path.join(sac_run[0], "snapshots", f"step_{n}.pt") for n in (200, 300)]
+    run("collect_data.py", "--env", f"dmc:{TASK}", "--out", out, "--seed", "3", "--dmc.snapshots", *snaps,
+        "--dmc.random-policy", "--dmc.episodes", "3", "--dmc.lockstep", "3")
+    return out, snaps
+
+
+def test_sac_snapshots_resume_and_log(sac_run):
+    out, res = sac_run
+    for n in (200, 300):
+        art = contract.load_policy(os.path.join(out, "snapshots", f"step_{n}.pt"))
+        assert art["train_step"] == n and art["env"]["env_id"] == f"dmc:{TASK}"
+        assert (art["config"]["obs_dim"], art["config"]["act_dim"]) == (5, 1)
+    assert os.path.exists(os.path.join(out, "returns.png")) and os.path.exists(os.path.join(out, "checkpoint.pt"))
+    assert np.isfinite(res["final_eval_return"]) and 0 <= res["final_eval_return"] <= 1000
+    assert [r["step"] for r in res["rows"] if r["eval_return"] != ""] == [200, 300]  # the resumed log continues
+
+
+def test_twin_q_members_are_independent():
+    import torch
+    q = train_behavior.TwinQ(3, 2, 8)
+    obs, act = torch.randn(5, 3), torch.randn(5, 2)
+    out = q(obs, act)
+    assert out.shape == (2, 5)
+    with torch.no_grad():
+        q.w[0][1].zero_(), q.b[0][1].zero_()  # member 1's first layer -> only member 1 changes
+    out2 = q(obs, act)
+    assert torch.allclose(out[0], out2[0]) and not torch.allclose(out[1], out2[1])
+
+
+def test_noise_table_is_fixed_by_its_seed():
+    a, b = dmc_env.noise_table(6, 3, 0, 0.2, 0.05, 0.4), dmc_env.noise_table(6, 3, 0, 0.2, 0.05, 0.4)
+    assert a == b and a != dmc_env.noise_table(6, 3, 1, 0.2, 0.05, 0.4)
+    mu, sd = np.array(a["mean"]), np.array(a["std"])
+    assert mu.shape == sd.shape == (3, 6) and np.abs(mu).max() <= 0.2 and sd.min() >= 0.05 and sd.max() <= 0.4
+
+
+def test_collection_contract_and_metadata(dmc_dataset):
+    path, snaps = dmc_dataset
+    data = contract.load_dataset(path)
+    meta = data["metadata"]
+    assert meta["env_id"] == f"dmc:{TASK}" and meta["episode_len"] == 1000 and meta["n_classes"] == 3
+    assert len(data["rewards"]) == 3000 and data["expert"].any() and not data["terminals"].any()
+    assert data["timeouts"].sum() == 3  # the 1000-step limit is a timeout, never a terminal
+    assert sorted(np.unique(data["aux"])) == [0, 1, 2]
+    assert [b["path"] for b in meta["behavior_policies"] if b["name"] == "snapshot"] == snaps
+    assert data["exogenous"].shape == (3000, 1) and [k for k, _ in meta["obs_keys"]] == ["position", "velocity"]
+    assert np.abs(data["actions"]).max() <= 1
+
+
+def test_collected_transitions_replay_exactly(dmc_dataset):
+    """The stored (s, a, ε) reproduce s' when replayed in a fresh env: executed action = clip(a + ε, -1, 1)."""
+    data = contract.load_dataset(dmc_dataset[0])
+    for ep in (0, 2):
+        rows = np.flatnonzero(data["episode_ids"] == ep)[:50]
+        env = dmc_env.load_env(TASK, 0)
+        env.task.random.seed(3 * 1_000_003 + ep)
+        s = dmc_env.flatten(env.reset().observation)
+        np.testing.assert_allclose(s, data["observations"][rows[0]], atol=1e-5)
+        for i in rows:
+            ts = env.step(np.clip(data["actions"][i] + data["exogenous"][i], -1, 1))
+            np.testing.assert_allclose(dmc_env.flatten(ts.observation), data["next_observations"][i], atol=1e-4)
+
+
+def test_collection_is_repeatable(dmc_dataset, tmp_path):
+    """Same arguments: the same file byte for byte. (--dmc.lockstep is part of the arguments: the batch size of
+    the policy's matmul changes float rounding, which a 1000-step chaotic rollout amplifies.)"""
+    path, snaps = dmc_dataset
+    args = ["collect_data.py", "--env", f"dmc:{TASK}", "--seed", "3", "--dmc.snapshots", *snaps,
+            "--dmc.random-policy", "--dmc.episodes", "3"]
+    run(*args, "--out", str(tmp_path / "same.npz"), "--dmc.lockstep", "3")
+    digest = [hashlib.sha256(open(p, "rb").read()).hexdigest() for p in (path, str(tmp_path / "same.npz"))]
+    assert digest[0] == digest[1]
+
+
+def test_missing_snapshot_and_bad_task_are_one_line_errors(tmp_path):
+    p = run("collect_data.py", "--env", f"dmc:{TASK}", "--out", str(tmp_path / "x.npz"),
+            "--dmc.snapshots", str(tmp_path / "nope.pt"), check=False)
+    assert p.returncode != 0 and "nope.pt does not exist" in p.stderr and len(p.stderr.strip().splitlines()) == 1
+    assert not os.path.exists(tmp_path / "x.npz")
+    p = run("collect_data.py", "--env", "dmc:cartpole-fly", "--out", str(tmp_path / "x.npz"), "--dmc.random-policy", check=False)
+    assert p.returncode != 0 and "unknown DeepMind Control task" in p.stderr and len(p.stderr.strip().splitlines()) == 1
+
+
+def test_evaluate_and_train_on_dmc(dmc_dataset, tmp_path):
+    """BC on the DMC data, final evaluation in-distribution (train split), then evaluate.py on it and references."""
+    path, snaps = dmc_dataset
+    out = str(tmp_path / "bc")
+    run("train_bc.py", "--dataset", path, "--data", "all", "--total-steps", "20", "--eval-every", "0",
+        "--out-dir", out, "--final-eval-episodes", "2", "--final-eval", str(tmp_path / "bc_{split}.json"))
+    res = evaluate.main(evaluate.Args(policy=f"{out}/policy.pt", episodes=3, seed=5, out=str(tmp_path / "r_{split}.json")))
+    assert [r["split"] for r in res] == ["train"] and res[0]["episode_classes"] == [0, 1, 2]
+    assert len(res[0]["returns"]) == 3 and 0 <= res[0]["mean_return"] <= 1000
+    again = evaluate.main(evaluate.Args(policy=f"{out}/policy.pt", episodes=3, seed=5, out=str(tmp_path / "s_{split}.json")))
+    assert again[0]["returns"] == res[0]["returns"]  # seeded evaluation
+    ref = evaluate.main(evaluate.Args(reference="expert", env_dataset=path, episodes=1, out=str(tmp_path / "e_{split}.json")))
+    assert ref[0]["method"] == "reference_expert"
+    with pytest.raises(ValueError, match="does not match"):
+        evaluate.main(evaluate.Args(policy=f"{out}/policy.pt", env="dmc:walker-stand", episodes=1))

@@ -1,0 +1,220 @@
+"""BCND baseline (Sasaki & Yamashina, ICLR 2021, "Behavioral Cloning from Noisy Demonstrations"): behaviour
+cloning from D_all without expert labels, where each round re-weights the data by how likely the previous
+ensemble finds its action. On an augmented dataset (augment.py) this is BCND+CA (OILCA Table 4): the
+counterfactual rows are added to the data.
+
+Algorithm (paper Alg. 1):
+  1. split the training rows at random into K disjoint subsets D_1 … D_K, and set R⁰ ≡ 1;
+  2. for m = 1 … M: for each k, train π_k from a fresh initialisation on D_k by weighted maximum likelihood,
+         θ_k = argmax E_{D_k}[R^{m-1}(s, a) · log π_k(a | s)],
+     then R^m(s, a) = (1/K) Σ_k π_k(a | s), the ensemble's mean density of the data action;
+  3. the policy is the last round's ensemble.
+R is kept in log space, log R = logsumexp_k log π_k(a | s) - log K, because densities span orders of magnitude,
+and normalised per batch to mean 1: w_i = B · softmax_i(log R) over the batch (round 1 is plain BC).
+
+Members are tanh-Gaussian policies π_k = tanh(N(μ_k(s), diag σ_k²)), μ_k: 2×256 ReLU (μ ∈ [-9, 9]), with a
+state-independent log σ_k initialised at 0 as in the public re-implementation (a state-dependent σ did worse on
+the tuning data). Densities are those of the pre-tanh action u = atanh(a): the tanh Jacobian does not depend on
+the policy, and with it the many actions clipped at the bounds would get weights up to 10⁶ per dimension. The K
+members train side by side as one batched network. The saved policy acts with tanh(mean_k μ_k(s)), exported as one
+block-diagonal MLP (the K members side by side, the last layer averaging them), so evaluate.py runs it like any
+other policy.
+
+Cost: M rounds × K members × `epochs` passes over |D_all| / K rows, i.e. M · epochs passes over D_all in all
+(defaults 5 × 20 = 100 passes, 5 × 20 × ⌈3000/256⌉ = 1,200 batched steps of K = 5 members on the toy data).
+
+Input: a dataset `.npz` (CONTRACT.md): observations, actions (expert labels are not used).
+Output (in --out-dir): policy.pt (policy artifact, CONTRACT.md), progress.csv (per round: loss, weight spread,
+eval return), args.json.
+"""
+
+import math
+import os
+import sys
+import time
+from dataclasses import asdict, dataclass
+from typing import Optional
+
+import numpy as np
+import torch
+import torch.nn as nn
+import tyro
+
+import contract
+import evaluate
+from evaluate import env_spec
+from train_bc import ACT_EPS, LOG_STD_MAX, LOG_STD_MIN, MU_MAX, Normalizer, artifact, in_training_eval
+
+
+@dataclass
+class Args:
+    dataset: str = "data/toy.npz"
+    """input dataset: raw (BCND) or augmented by augment.py (BCND+CA)"""
+    out_dir: str = "runs/bcnd"
+    """folder for policy.pt, progress.csv and args.json"""
+    method: Optional[str] = None
+    """label stored in the policy (default: bcnd_ca on an augmented dataset, else bcnd)"""
+    seed: int = 0
+    """seed of the split, the initialisations and the minibatches"""
+    n_policies: int = 5
+    """K, policies in the ensemble, each trained on its own disjoint split of the data"""
+    n_rounds: int = 5
+    """M, rounds of re-weighting (round 1 is plain BC)"""
+    epochs: int = 20
+    """passes of every member over its split in every round"""
+    batch_size: int = 256
+    """minibatch size of every member"""
+    lr: float = 1e-3
+    """Adam learning rate"""
+    weight_decay: float = 0.0
+    """Adam (decoupled, AdamW) weight decay"""
+    hidden: int = 256
+    """hidden width of every member"""
+    n_hidden: int = 2
+    """hidden layers of every member"""
+    eval_episodes: int = 20
+    """episodes of the evaluation after every round (training classes of c)"""
+    eval_seed: int = 50_000
+    """seed of the evaluations during training (apart from the final evaluation seeds)"""
+    final_eval: Optional[str] = None
+    """after training, evaluate the saved policy (evaluate.py) and write its JSON here; `{split}` becomes train/heldout"""
+    final_eval_episodes: int = 100
+    """episodes per split of that final evaluation"""
+    threads: int = 1
+    """torch CPU threads"""
+    cuda: bool = False
+    """use CUDA when available"""
+
+
+class TanhGaussianEnsemble(nn.Module):
+    """K tanh-Gaussian policies π_k = tanh(N(μ_k(s), σ_k)), μ ∈ [-9, 9], state-independent log σ ∈ [-5, 2],
+    computed side by side as one batched network; inputs are [K, B, obs_dim]."""
+
+    def __init__(self, k: int, obs_dim: int, act_dim: int, hidden: int = 256, n_hidden: int = 2):
+        super().__init__()
+        sizes = [obs_dim] + [hidden] * n_hidden + [act_dim]
+        self.weights, self.biases = nn.ParameterList(), nn.ParameterList()
+        for d_in, d_out in zip(sizes[:-1], sizes[1:]):
+            bound = 1 / math.sqrt(d_in)  # nn.Linear's default initialisation, per member
+            self.weights.append(nn.Parameter(torch.empty(k, d_in, d_out).uniform_(-bound, bound)))
+            self.biases.append(nn.Parameter(torch.empty(k, 1, d_out).uniform_(-bound, bound)))
+        self.log_std = nn.Parameter(torch.zeros(k, 1, act_dim))  # state-independent, initialised at 0
+
+    def forward(self, obs):
+        x = obs
+        for i, (w, b) in enumerate(zip(self.weights, self.biases)):
+            x = torch.baddbmm(b, x, w)
+            if i < len(self.weights) - 1:
+                x = torch.relu(x)
+        return x.clamp(-MU_MAX, MU_MAX), self.log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)
+
+    def log_prob(self, obs, act):
+        """log density [K, B] of the pre-tanh action u = atanh(a) (actions clipped away from ±1), summed over dims.
+        It is log π_k(a | s) + Σ_j log(1 - a_j²): the tanh Jacobian is dropped because it does not depend on the
+        policy, and with it actions clipped at the bounds would get weights up to 10⁶ per dimension."""
+        mu, log_std = self(obs)
+        u = torch.atanh(act.clamp(-1 + ACT_EPS, 1 - ACT_EPS))
+        return (-0.5 * (((u - mu) / log_std.exp()) ** 2 + 2 * log_std + math.log(2 * math.pi))).sum(-1)
+
+    def mean_net(self) -> nn.Sequential:
+        """The ensemble's deterministic head as one plain MLP: the members side by side (block-diagonal hidden
+        layers), the last layer averaging their μ_k. The artifact applies the tanh: action = tanh(mean_k μ_k)."""
+        k = self.weights[0].shape[0]
+        layers = []
+        for i, (w, b) in enumerate(zip(self.weights, self.biases)):
+            first, last = i == 0, i == len(self.weights) - 1
+            d_in, d_out = w.shape[1:]
+            lin = nn.Linear(d_in if first else k * d_in, d_out if last else k * d_out)
+            with torch.no_grad():
+                lin.weight.zero_()
+                for j in range(k):
+                    rows = slice(None) if last else slice(j * d_out, (j + 1) * d_out)
+                    cols = slice(None) if first else slice(j * d_in, (j + 1) * d_in)
+                    lin.weight[rows, cols] += w[j].T / (k if last else 1)
+                lin.bias.copy_(b.mean(0)[0] if last else b[:, 0].reshape(-1))
+            layers += [lin] if last else [lin, nn.ReLU()]
+        return nn.Sequential(*layers)
+
+
+def ensemble_log_density(log_probs):
+    """log R = log (1/K) Σ_k π_k(a | s) from member log densities [K, N] → [N]."""
+    return torch.logsumexp(log_probs, 0) - math.log(log_probs.shape[0])
+
+
+def batch_weights(log_r):
+    """Per-batch normalised weights w = B · softmax(log R) (mean 1, computed in log space) [..., B]."""
+    return log_r.shape[-1] * torch.softmax(log_r, -1)
+
+
+def weighted_nll(log_pi, weights):
+    """-E[w · log π(a | s)] per member, summed over members; weights detached."""
+    return -(weights.detach() * log_pi).mean(-1).sum()
+
+
+def main(args: Args) -> dict:
+    data = contract.load_dataset(args.dataset)
+    meta = data["metadata"]
+    aug = data["augmented"] if "augmented" in data else np.zeros(len(data["rewards"]), bool)
+    method = args.method or ("bcnd_ca" if aug.any() else "bcnd")
+    N, K = len(data["rewards"]), args.n_policies
+    if not (K >= 1 and args.n_rounds >= 1 and args.epochs >= 1):
+        raise ValueError("--n-policies, --n-rounds and --epochs must be at least 1")
+    if N < K:
+        raise ValueError(f"{args.dataset}: {N} rows are too few for K={K} disjoint splits")
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    rng = np.random.default_rng(args.seed)
+    device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
+
+    norm = Normalizer(data["observations"], meta["action_low"], meta["action_high"])  # every training row
+    obs = torch.as_tensor(norm.obs(data["observations"]), device=device)
+    act = torch.as_tensor(norm.act(data["actions"]), device=device)
+    splits = np.array_split(rng.permutation(N), K)  # disjoint D_1 … D_K
+    size = min(len(s) for s in splits)
+    steps_per_epoch = math.ceil(size / args.batch_size)
+    log_r = torch.zeros(N, device=device)  # log R⁰ ≡ 0
+    spec = env_spec(meta)
+    print(f"{method}: {N} rows ({aug.sum()} augmented) in K={K} splits of ≥{size}, M={args.n_rounds} rounds × "
+          f"{args.epochs} epochs = {args.n_rounds * args.epochs * steps_per_epoch} batched steps ({args.dataset})")
+
+    log, t0 = [], time.time()
+    for m in range(1, args.n_rounds + 1):
+        ens = TanhGaussianEnsemble(K, meta["obs_dim"], meta["act_dim"], args.hidden, args.n_hidden).to(device)  # fresh init
+        opt = torch.optim.AdamW(ens.parameters(), lr=args.lr, weight_decay=args.weight_decay)
+        for _ in range(args.epochs):
+            perms = [rng.permutation(s)[:size] for s in splits]  # one epoch over every member's split
+            for j in range(steps_per_epoch):
+                idx = torch.as_tensor(np.stack([p[j * args.batch_size:(j + 1) * args.batch_size] for p in perms]), device=device)
+                w = batch_weights(log_r[idx])  # R^{m-1}, normalised per batch
+                loss = weighted_nll(ens.log_prob(obs[idx], act[idx]), w)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+        with torch.no_grad():  # R^m(s, a) = (1/K) Σ_k π_k(a | s) on every row, in log space
+            log_r = torch.cat([ensemble_log_density(ens.log_prob(obs[i].expand(K, -1, -1), act[i].expand(K, -1, -1)))
+                               for i in torch.arange(N, device=device).split(4096)])
+        ret = in_training_eval(ens, norm, spec, args.eval_episodes, args.eval_seed)
+        w_all = batch_weights(log_r)
+        row = {"round": m, "loss": loss.item() / K, "log_r_mean": log_r.mean().item(), "log_r_std": log_r.std().item(),
+               "weight_max": w_all.max().item(), "ess_frac": (w_all.sum() ** 2 / (w_all ** 2).sum()).item() / N,
+               "eval_return": ret}
+        log.append(row)
+        print(f"[{method}] round {m}/{args.n_rounds}  loss {row['loss']:.3f}  log R {row['log_r_mean']:.2f} ± "
+              f"{row['log_r_std']:.2f}  effective sample share {row['ess_frac']:.2f}  eval return {ret:.2f}  "
+              f"{time.time() - t0:.0f} s", flush=True)
+
+    contract.save_policy(os.path.join(args.out_dir, "policy.pt"), artifact(
+        ens.cpu(), norm, method=method, seed=args.seed, env=spec, dataset_fingerprint=contract.fingerprint(data),
+        dataset=args.dataset, train_args=asdict(args)))
+    contract.save_json(os.path.join(args.out_dir, "args.json"), asdict(args))
+    contract.save_csv(os.path.join(args.out_dir, "progress.csv"), log)
+    if args.final_eval:
+        evaluate.evaluate_saved(os.path.join(args.out_dir, "policy.pt"), spec, args.final_eval_episodes, args.final_eval)
+    return {"method": method, "log": log}
+
+
+if __name__ == "__main__":
+    try:
+        main(tyro.cli(Args))
+    except (contract.ContractError, ValueError) as e:
+        sys.exit(f"error: {e}")

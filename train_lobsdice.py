@@ -1,0 +1,227 @@
+"""LobsDICE baseline (Kim et al., NeurIPS 2022), following the authors' official code (geon-hyeong/imitation-dice,
+lobsdice.py with `closed_form_mu=True`): offline imitation from expert *observations*. The expert side is only
+(s, s') of D_E; its actions are never read. The policy is weighted BC on the union D_all = D_E ∪ D_U.
+
+Per step, with a batch of expert (s_E, s'_E), a batch (s, a, s') of D_all and a batch of initial states s_0:
+  * cost / discriminator c_ψ(s, s') (a logit), GAN minimax loss with expert = 1 and union = 0, plus a gradient
+    penalty on r(x) = log(1 / (σ(c_ψ(x)) + 1e-3) - 1 + 1e-3) ≈ log d^U / d^E at interpolates
+    x ∈ {λ x_E + (1-λ) x_U, λ shuffle(x_U) + (1-λ) x_U}:
+        L_c = E_E[-log σ(c)] + E_U[-log(1 - σ(c))] + 0.1 E_mix[(‖∇_x r‖ - 1)²]
+  * ν(s) with the closed-form (μ-free) objective, A(s, s') = -sg(r(s, s')) + γ ν(s') - ν(s) on the union batch:
+        L_ν = (1 - γ) E_{s_0}[ν(s_0)] + (1 + α) logsumexp_batch(A / (1 + α)) + 1e-4 E[‖∇_s ν‖²]
+    (the penalty at the union states and at interpolates of (s_E, s_U) and (s'_E, s'_U); the batch logsumexp
+    omits -log B, a constant, as the official code does);
+  * policy: w = exp((A - max A) / (1 + α)), w ← w / mean(w), L_π = -E_U[sg(w) · log π(a | s)].
+All three networks step every iteration from the same batch. Networks 2×256 ReLU, he-normal initialisation,
+cost and ν without a last-layer bias; the policy is the tanh-Gaussian actor of train_bc.py. Observations are
+standardised with D_U's mean/std (+1e-3) (the official "imperfect" data); initial states are each episode's first row.
+On an augmented dataset the counterfactual rows join the expert (s, s') side and the union (method `lobsdice_ca`).
+
+Input: a dataset `.npz` (CONTRACT.md): observations, next_observations, actions (union only), expert, episode_ids.
+Output (in --out-dir): policy.pt (policy artifact, CONTRACT.md), progress.csv (losses, cost on both sides,
+weight spread, eval return), args.json.
+"""
+
+import os
+import sys
+import time
+from dataclasses import asdict, dataclass
+from typing import Optional
+
+import numpy as np
+import torch
+import torch.nn as nn
+import tyro
+
+import contract
+import evaluate
+from evaluate import env_spec
+from train_bc import Actor, Normalizer, artifact, in_training_eval
+
+EPS2 = 1e-3  # inside the cost's log, as in the official code
+
+
+@dataclass
+class Args:
+    dataset: str = "data/toy.npz"
+    """input dataset"""
+    out_dir: str = "runs/lobsdice"
+    """folder for policy.pt, progress.csv and args.json"""
+    method: Optional[str] = None
+    """label stored in the policy (default: lobsdice_ca on an augmented dataset, else lobsdice)"""
+    seed: int = 0
+    """seed of the initialisation and minibatches"""
+    total_steps: int = 5_000
+    """gradient steps (each updates the cost, ν and the policy)"""
+    batch_size: int = 256
+    """rows drawn from the expert (s, s'), from the union and from the initial states at every step"""
+    alpha: float = 0.1
+    """α, the regularisation towards the union's distribution (the f-divergence weight is 1 + α)"""
+    gamma: float = 0.99
+    """discount γ"""
+    cost_gp: float = 0.1
+    """weight of the cost's gradient penalty (‖∇r‖ - 1)²"""
+    nu_gp: float = 1e-4
+    """weight of ν's gradient penalty ‖∇ν‖²"""
+    cost_lr: float = 3e-4
+    """Adam learning rate of the cost"""
+    nu_lr: float = 3e-4
+    """Adam learning rate of ν"""
+    actor_lr: float = 3e-4
+    """Adam learning rate of the policy"""
+    hidden: int = 256
+    """hidden width of every network"""
+    n_hidden: int = 2
+    """hidden layers of every network"""
+    eval_every: int = 1_000
+    """evaluate the policy every this many steps (0: only at the end), for learning curves"""
+    eval_episodes: int = 20
+    """episodes per evaluation during training (training classes of c)"""
+    eval_seed: int = 50_000
+    """seed of the evaluations during training (apart from the final evaluation seeds)"""
+    final_eval: Optional[str] = None
+    """after training, evaluate the saved policy (evaluate.py) and write its JSON here; `{split}` becomes train/heldout"""
+    final_eval_episodes: int = 100
+    """episodes per split of that final evaluation"""
+    threads: int = 1
+    """torch CPU threads"""
+    cuda: bool = False
+    """use CUDA when available"""
+
+
+def critic(d_in: int, hidden: int, n_hidden: int) -> nn.Sequential:
+    """utils.Critic of the official code: ReLU MLP, he-normal weights, zero biases, no bias on the last layer."""
+    layers = []
+    for _ in range(n_hidden):
+        layers += [nn.Linear(d_in, hidden), nn.ReLU()]
+        d_in = hidden
+    layers.append(nn.Linear(d_in, 1, bias=False))
+    for m in layers:
+        if isinstance(m, nn.Linear):
+            nn.init.kaiming_normal_(m.weight, nonlinearity="relu")
+            if m.bias is not None:
+                nn.init.zeros_(m.bias)
+    return nn.Sequential(*layers)
+
+
+def cost_of_logit(c):
+    """r = log(1 / (σ(c) + 1e-3) - 1 + 1e-3) ≈ -c: low where the transition looks like the expert's."""
+    return torch.log(1 / (torch.sigmoid(c) + EPS2) - 1 + EPS2)
+
+
+def cost_loss(c_e, c_u):
+    """GAN minimax discriminator loss, expert = 1, union = 0 (without the gradient penalty)."""
+    return nn.functional.softplus(-c_e).mean() + nn.functional.softplus(c_u).mean()
+
+
+def gradient_penalty(net, x, target_norm: Optional[float], transform=None):
+    """E[(‖∇_x f(x)‖ - target)²], or E[‖∇_x f(x)‖²] when target_norm is None (f = transform(net(x)))."""
+    x = x.detach().requires_grad_(True)
+    y = net(x)
+    y = transform(y) if transform is not None else y
+    grad, = torch.autograd.grad(y.sum(), x, create_graph=True)
+    norm = (grad + 1e-7).norm(dim=-1)  # + float32 eps as the official code
+    return ((norm - target_norm) ** 2).mean() if target_norm is not None else (norm ** 2).mean()
+
+
+def advantage(r_u, nu_s, nu_next, gamma: float):
+    """A(s, s') = -sg(r) + γ ν(s') - ν(s)."""
+    return -r_u.detach() + gamma * nu_next - nu_s
+
+
+def nu_loss(nu_init, adv, gamma: float, alpha: float):
+    """Closed-form LobsDICE objective (1 - γ) E[ν(s_0)] + (1 + α) logsumexp(A / (1 + α)) (no gradient penalty)."""
+    return (1 - gamma) * nu_init.mean() + (1 + alpha) * torch.logsumexp(adv / (1 + alpha), 0)
+
+
+def policy_weights(adv, alpha: float):
+    """w = exp((A - max A) / (1 + α)), normalised to mean 1, detached."""
+    w = torch.exp((adv - adv.max()) / (1 + alpha)).detach()
+    return w / w.mean()
+
+
+def main(args: Args) -> dict:
+    data = contract.load_dataset(args.dataset)
+    contract.require_expert(data, args.dataset)
+    meta = data["metadata"]
+    aug = data["augmented"] if "augmented" in data else np.zeros(len(data["rewards"]), bool)
+    method = args.method or ("lobsdice_ca" if aug.any() else "lobsdice")
+    exp_rows = np.flatnonzero(data["expert"])  # collected D_E and the counterfactual rows: only (s, s') is used
+    unl_rows = np.flatnonzero(~data["expert"] & ~aug)
+    if len(unl_rows) == 0:
+        raise ValueError(f"{args.dataset}: D_U is empty (every collected row is expert)")
+    ep = data["episode_ids"]
+    init_rows = np.flatnonzero(~aug & (np.r_[True, ep[1:] != ep[:-1]]))  # first row of every episode
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    rng = np.random.default_rng(args.seed)
+    device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
+
+    norm = Normalizer(data["observations"][unl_rows], meta["action_low"], meta["action_high"])
+    obs = torch.as_tensor(norm.obs(data["observations"]), device=device)
+    next_obs = torch.as_tensor(norm.obs(data["next_observations"]), device=device)
+    act = torch.as_tensor(norm.act(data["actions"]), device=device)
+    obs_dim, act_dim, N, B = meta["obs_dim"], meta["act_dim"], len(obs), args.batch_size
+    cost = critic(2 * obs_dim, args.hidden, args.n_hidden).to(device)
+    nu = critic(obs_dim, args.hidden, args.n_hidden).to(device)
+    actor = Actor(obs_dim, act_dim, args.hidden, args.n_hidden).to(device)
+    cost_opt = torch.optim.Adam(cost.parameters(), lr=args.cost_lr)
+    nu_opt = torch.optim.Adam(nu.parameters(), lr=args.nu_lr)
+    actor_opt = torch.optim.Adam(actor.parameters(), lr=args.actor_lr)
+    spec = env_spec(meta)
+    print(f"{method}: expert (s, s') {len(exp_rows)} rows ({aug.sum()} augmented), union {N} rows, "
+          f"{len(init_rows)} initial states ({args.dataset})")
+
+    log, t0 = [], time.time()
+    for step in range(1, args.total_steps + 1):
+        ie = torch.as_tensor(rng.choice(exp_rows, B), device=device)
+        iu = torch.as_tensor(rng.integers(0, N, B), device=device)
+        i0 = torch.as_tensor(rng.choice(init_rows, B), device=device)
+        x_e = torch.cat([obs[ie], next_obs[ie]], -1)
+        x_u = torch.cat([obs[iu], next_obs[iu]], -1)
+        # cost: GAN loss + gradient penalty on r at interpolates
+        c_e, c_u = cost(x_e).squeeze(-1), cost(x_u).squeeze(-1)
+        lam = torch.rand(B, 1, device=device)
+        x_mix = torch.cat([lam * x_e + (1 - lam) * x_u, lam * x_u[torch.randperm(B, device=device)] + (1 - lam) * x_u])
+        c_loss = cost_loss(c_e, c_u) + args.cost_gp * gradient_penalty(cost, x_mix, 1.0, cost_of_logit)
+        # ν: closed-form objective on the union batch
+        r_u = cost_of_logit(c_u)
+        nu_all = nu(torch.cat([obs[i0], obs[iu], next_obs[iu]])).squeeze(-1)
+        adv = advantage(r_u, nu_all[B:2 * B], nu_all[2 * B:], args.gamma)
+        lam2 = torch.rand(B, 1, device=device)
+        s_mix = torch.cat([obs[iu], lam2 * obs[ie] + (1 - lam2) * obs[iu], lam2 * next_obs[ie] + (1 - lam2) * next_obs[iu]])
+        n_loss = nu_loss(nu_all[:B], adv, args.gamma, args.alpha) + args.nu_gp * gradient_penalty(nu, s_mix, None)
+        # policy: weighted BC on the union
+        w = policy_weights(adv, args.alpha)
+        p_loss = -(w * actor.log_prob(obs[iu], act[iu]).sum(-1)).mean()
+        for opt in (cost_opt, nu_opt, actor_opt):
+            opt.zero_grad()
+        (c_loss + n_loss + p_loss).backward()  # the three losses touch disjoint parameters (r is detached in A)
+        for opt in (cost_opt, nu_opt, actor_opt):
+            opt.step()
+        if (args.eval_every and step % args.eval_every == 0) or step == args.total_steps:
+            ret = in_training_eval(actor, norm, spec, args.eval_episodes, args.eval_seed)
+            row = {"step": step, "cost_loss": c_loss.item(), "nu_loss": n_loss.item(), "policy_loss": p_loss.item(),
+                   "cost_expert": cost_of_logit(c_e).mean().item(), "cost_union": r_u.mean().item(),
+                   "adv_mean": adv.mean().item(), "weight_max": w.max().item(),
+                   "ess_frac": (w.sum() ** 2 / (w ** 2).sum()).item() / B, "eval_return": ret}
+            log.append(row)
+            print(f"[{method}] step {step}/{args.total_steps}  cost {row['cost_loss']:.3f}  nu {row['nu_loss']:.3f}  "
+                  f"policy {row['policy_loss']:.3f}  r(E) {row['cost_expert']:.2f}  r(U) {row['cost_union']:.2f}  "
+                  f"w max {row['weight_max']:.1f}  eval return {ret:.2f}  {step / (time.time() - t0):.0f} steps/s", flush=True)
+
+    contract.save_policy(os.path.join(args.out_dir, "policy.pt"), artifact(
+        actor.cpu(), norm, method=method, seed=args.seed, env=spec, dataset_fingerprint=contract.fingerprint(data),
+        dataset=args.dataset, train_args=asdict(args)))
+    contract.save_json(os.path.join(args.out_dir, "args.json"), asdict(args))
+    contract.save_csv(os.path.join(args.out_dir, "progress.csv"), log)
+    if args.final_eval:
+        evaluate.evaluate_saved(os.path.join(args.out_dir, "policy.pt"), spec, args.final_eval_episodes, args.final_eval)
+    return {"method": method, "log": log}
+
+
+if __name__ == "__main__":
+    try:
+        main(tyro.cli(Args))
+    except (contract.ContractError, ValueError) as e:
+        sys.exit(f"error: {e}")

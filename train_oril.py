@@ -1,0 +1,247 @@
+"""ORIL baseline (Zolna et al. 2020, "Offline Learning from Demonstrations and Unlabeled Experience"): a reward
+model learnt from positive (D_E) and unlabelled (D_U) transitions, then offline RL on the relabelled D_all. On an
+augmented dataset (augment.py) this is ORIL+CA (OILCA Table 4): the counterfactual rows join D_E.
+
+Stage 1, reward model R_ψ(s, a) = σ(NN_ψ(s‖a)), 2×256 ReLU, clipped to [0.1, 0.9] as DWBC clips its discriminator
+(the PU loss is unbounded below otherwise). Positive–unlabelled loss, ORIL Eq. 5 with η = 0.5 (corax `oril_pu_loss`):
+    L_R = η E_E[-log R] + E_U[-log(1 - R)] - η E_E[-log(1 - R)]        (`--no-pu`: E_E[-log R] + E_U[-log(1 - R)], Eq. 1)
+Stage 2, every training row gets the reward r = R_ψ(s, a) of the frozen model and IQL (Kostrikov et al. 2022, as in
+CORL's iql.py and the orax ORIL+IQL config) learns the policy:
+    L_V = E[|τ - 1(q - V(s) < 0)| (q - V(s))²],  q = min_i Q̄_i(s, a)              (expectile τ)
+    L_Q = Σ_i E[(r + γ (1 - terminal) V(s') - Q_i(s, a))²]                       (timeouts bootstrap)
+    L_π = E[min(exp(β (q - V(s))), 100) · ℓ(s, a)],  ℓ = -Σ_j log π_j(a_j | s)   (advantage-weighted regression)
+with twin target critics Q̄ following Q by Polyak averaging. The policy is the tanh-Gaussian actor of train_bc.py.
+
+Input: a dataset `.npz` (CONTRACT.md): observations, actions, next_observations, terminals, expert, augmented.
+Output (in --out-dir): policy.pt (policy artifact, CONTRACT.md), progress.csv (losses, R on D_E and D_U, eval
+return), args.json.
+"""
+
+import os
+import sys
+import time
+from dataclasses import asdict, dataclass
+from typing import Optional
+
+import numpy as np
+import torch
+import torch.nn as nn
+import tyro
+
+import contract
+import evaluate
+from evaluate import env_spec
+from train_bc import Actor, Normalizer, artifact, in_training_eval
+
+R_MIN, R_MAX, EXP_ADV_MAX = 0.1, 0.9, 100.0
+
+
+@dataclass
+class Args:
+    dataset: str = "data/toy.npz"
+    """input dataset: raw (ORIL) or augmented by augment.py (ORIL+CA)"""
+    out_dir: str = "runs/oril"
+    """folder for policy.pt, progress.csv and args.json"""
+    method: Optional[str] = None
+    """label stored in the policy (default: oril_ca on an augmented dataset, else oril)"""
+    seed: int = 0
+    """seed of the initialisation and minibatches"""
+    reward_steps: int = 2_000
+    """gradient steps of the reward model R_ψ (stage 1), batches of `batch_size` from D_E and from D_U"""
+    eta: float = 0.5
+    """class prior η of the positive–unlabelled reward loss (ORIL Eq. 5)"""
+    pu: bool = True
+    """positive–unlabelled reward loss (Eq. 5); off: plain expert-vs-unlabelled cross-entropy (Eq. 1)"""
+    reward_lr: float = 3e-4
+    """Adam learning rate of the reward model"""
+    total_steps: int = 5_000
+    """IQL gradient steps (stage 2)"""
+    batch_size: int = 256
+    """minibatch size (IQL: rows of D_all, augmented rows included)"""
+    gamma: float = 0.99
+    """discount γ"""
+    expectile: float = 0.7
+    """IQL expectile τ of the value loss"""
+    beta: float = 3.0
+    """IQL inverse temperature β of the advantage weights"""
+    polyak: float = 0.005
+    """rate of the target critics' Polyak averaging"""
+    critic_lr: float = 3e-4
+    """Adam learning rate of Q and V"""
+    actor_lr: float = 3e-4
+    """Adam learning rate of the policy (cosine decay to 0 over total_steps, as CORL's IQL)"""
+    hidden: int = 256
+    """hidden width of every network"""
+    n_hidden: int = 2
+    """hidden layers of every network"""
+    eval_every: int = 1_000
+    """evaluate the policy every this many IQL steps (0: only at the end), for learning curves"""
+    eval_episodes: int = 20
+    """episodes per evaluation during training (training classes of c)"""
+    eval_seed: int = 50_000
+    """seed of the evaluations during training (apart from the final evaluation seeds)"""
+    final_eval: Optional[str] = None
+    """after training, evaluate the saved policy (evaluate.py) and write its JSON here; `{split}` becomes train/heldout"""
+    final_eval_episodes: int = 100
+    """episodes per split of that final evaluation"""
+    threads: int = 1
+    """torch CPU threads"""
+    cuda: bool = False
+    """use CUDA when available"""
+
+
+def mlp(d_in: int, hidden: int, n_hidden: int, d_out: int = 1) -> nn.Sequential:
+    layers = []
+    for _ in range(n_hidden):
+        layers += [nn.Linear(d_in, hidden), nn.ReLU()]
+        d_in = hidden
+    return nn.Sequential(*layers, nn.Linear(d_in, d_out))
+
+
+class RewardModel(nn.Module):
+    """R_ψ(s, a) = clip(σ(NN_ψ(s‖a)), 0.1, 0.9)."""
+
+    def __init__(self, obs_dim: int, act_dim: int, hidden: int = 256, n_hidden: int = 2):
+        super().__init__()
+        self.net = mlp(obs_dim + act_dim, hidden, n_hidden)
+
+    def forward(self, obs, act):
+        return torch.sigmoid(self.net(torch.cat([obs, act], -1))).squeeze(-1).clamp(R_MIN, R_MAX)
+
+
+class TwinQ(nn.Module):
+    def __init__(self, obs_dim: int, act_dim: int, hidden: int = 256, n_hidden: int = 2):
+        super().__init__()
+        self.q1, self.q2 = (mlp(obs_dim + act_dim, hidden, n_hidden) for _ in range(2))
+
+    def forward(self, obs, act):
+        x = torch.cat([obs, act], -1)
+        return self.q1(x).squeeze(-1), self.q2(x).squeeze(-1)
+
+
+def pu_reward_loss(r_e, r_u, eta: float, pu: bool = True):
+    """ORIL Eq. 5: η E_E[-log R] + E_U[-log(1-R)] - η E_E[-log(1-R)]; Eq. 1 (plain cross-entropy) without PU."""
+    if not pu:
+        return (-torch.log(r_e)).mean() + (-torch.log(1 - r_u)).mean()
+    return eta * (-torch.log(r_e)).mean() + (-torch.log(1 - r_u)).mean() - eta * (-torch.log(1 - r_e)).mean()
+
+
+def expectile_loss(q, v, tau: float):
+    """IQL value loss E[|τ - 1(q - v < 0)| (q - v)²] (q detached)."""
+    diff = q.detach() - v
+    return (torch.abs(tau - (diff < 0).float()) * diff ** 2).mean()
+
+
+def q_loss(q1, q2, reward, done, next_v, gamma: float):
+    """Σ_i E[(r + γ (1 - done) V(s') - Q_i)²] with V(s') detached."""
+    target = reward + gamma * (1 - done) * next_v.detach()
+    return ((q1 - target) ** 2).mean() + ((q2 - target) ** 2).mean()
+
+
+def awr_loss(log_pi, adv, beta: float):
+    """E[min(exp(β A), 100) · (-Σ_j log π_j)] with A detached."""
+    weights = torch.exp(beta * adv.detach()).clamp(max=EXP_ADV_MAX)
+    return (weights * -log_pi.sum(-1)).mean()
+
+
+def main(args: Args) -> dict:
+    data = contract.load_dataset(args.dataset)
+    contract.require_expert(data, args.dataset)
+    meta = data["metadata"]
+    aug = data["augmented"] if "augmented" in data else np.zeros(len(data["rewards"]), bool)
+    method = args.method or ("oril_ca" if aug.any() else "oril")
+    unl_rows = np.flatnonzero(~data["expert"] & ~aug)
+    exp_rows = np.flatnonzero(data["expert"])  # collected D_E and the counterfactual rows
+    if len(unl_rows) == 0:
+        raise ValueError(f"{args.dataset}: D_U is empty (every collected row is expert); ORIL needs unlabelled data")
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    rng = np.random.default_rng(args.seed)
+    device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
+
+    norm = Normalizer(data["observations"], meta["action_low"], meta["action_high"])  # every training row
+    obs = torch.as_tensor(norm.obs(data["observations"]), device=device)
+    next_obs = torch.as_tensor(norm.obs(data["next_observations"]), device=device)
+    act = torch.as_tensor(norm.act(data["actions"]), device=device)
+    done = torch.as_tensor(data["terminals"], dtype=torch.float32, device=device)
+    obs_dim, act_dim, N = meta["obs_dim"], meta["act_dim"], len(obs)
+    spec = env_spec(meta)
+    print(f"{method}: D_E {len(exp_rows)} rows ({aug.sum()} augmented), D_U {len(unl_rows)} rows ({args.dataset})")
+    t0 = time.time()
+
+    # stage 1: the reward model, PU loss (ORIL Eq. 5)
+    reward_model = RewardModel(obs_dim, act_dim, args.hidden, args.n_hidden).to(device)
+    r_opt = torch.optim.Adam(reward_model.parameters(), lr=args.reward_lr)
+    for step in range(1, args.reward_steps + 1):
+        ie = torch.as_tensor(rng.choice(exp_rows, args.batch_size), device=device)
+        iu = torch.as_tensor(rng.choice(unl_rows, args.batch_size), device=device)
+        r_loss = pu_reward_loss(reward_model(obs[ie], act[ie]), reward_model(obs[iu], act[iu]), args.eta, args.pu)
+        r_opt.zero_grad()
+        r_loss.backward()
+        r_opt.step()
+    with torch.no_grad():  # relabel D_all once with the frozen R_ψ
+        reward = reward_model(obs, act)
+    r_e, r_u = reward[exp_rows].mean().item(), reward[unl_rows].mean().item()
+    print(f"[{method}] reward model: {args.reward_steps} steps, loss {r_loss.item():.3f}, mean R on D_E {r_e:.2f}, "
+          f"on D_U {r_u:.2f}  ({time.time() - t0:.0f} s)", flush=True)
+
+    # stage 2: IQL on the relabelled data
+    actor = Actor(obs_dim, act_dim, args.hidden, args.n_hidden).to(device)
+    qf = TwinQ(obs_dim, act_dim, args.hidden, args.n_hidden).to(device)
+    q_target = TwinQ(obs_dim, act_dim, args.hidden, args.n_hidden).to(device)
+    q_target.load_state_dict(qf.state_dict())
+    vf = mlp(obs_dim, args.hidden, args.n_hidden).to(device)
+    q_opt = torch.optim.Adam(qf.parameters(), lr=args.critic_lr)
+    v_opt = torch.optim.Adam(vf.parameters(), lr=args.critic_lr)
+    actor_opt = torch.optim.Adam(actor.parameters(), lr=args.actor_lr)
+    actor_sched = torch.optim.lr_scheduler.CosineAnnealingLR(actor_opt, args.total_steps)
+    log, t1 = [], time.time()
+    for step in range(1, args.total_steps + 1):
+        idx = torch.as_tensor(rng.integers(0, N, args.batch_size), device=device)
+        s, a, s2 = obs[idx], act[idx], next_obs[idx]
+        with torch.no_grad():
+            q = torch.min(*q_target(s, a))
+            next_v = vf(s2).squeeze(-1)
+        v = vf(s).squeeze(-1)
+        v_loss = expectile_loss(q, v, args.expectile)  # value: expectile of the target Q
+        v_opt.zero_grad()
+        v_loss.backward()
+        v_opt.step()
+        c_loss = q_loss(*qf(s, a), reward[idx], done[idx], next_v, args.gamma)  # Q: r + γ V(s')
+        q_opt.zero_grad()
+        c_loss.backward()
+        q_opt.step()
+        adv = q - v.detach()
+        a_loss = awr_loss(actor.log_prob(s, a), adv, args.beta)  # policy: advantage-weighted regression
+        actor_opt.zero_grad()
+        a_loss.backward()
+        actor_opt.step()
+        actor_sched.step()
+        with torch.no_grad():
+            for p, p_t in zip(qf.parameters(), q_target.parameters()):
+                p_t.lerp_(p, args.polyak)
+        if (args.eval_every and step % args.eval_every == 0) or step == args.total_steps:
+            ret = in_training_eval(actor, norm, spec, args.eval_episodes, args.eval_seed)
+            row = {"step": step, "reward_loss": r_loss.item(), "r_expert": r_e, "r_unlabelled": r_u,
+                   "v_loss": v_loss.item(), "q_loss": c_loss.item(), "actor_loss": a_loss.item(),
+                   "q_mean": q.mean().item(), "adv_mean": adv.mean().item(), "eval_return": ret}
+            log.append(row)
+            print(f"[{method}] step {step}/{args.total_steps}  v {row['v_loss']:.3f}  q {row['q_loss']:.3f}  "
+                  f"actor {row['actor_loss']:.3f}  Q {row['q_mean']:.1f}  eval return {ret:.2f}  "
+                  f"{step / (time.time() - t1):.0f} steps/s", flush=True)
+
+    contract.save_policy(os.path.join(args.out_dir, "policy.pt"), artifact(
+        actor.cpu(), norm, method=method, seed=args.seed, env=spec, dataset_fingerprint=contract.fingerprint(data),
+        dataset=args.dataset, train_args=asdict(args)))
+    contract.save_json(os.path.join(args.out_dir, "args.json"), asdict(args))
+    contract.save_csv(os.path.join(args.out_dir, "progress.csv"), log)
+    if args.final_eval:
+        evaluate.evaluate_saved(os.path.join(args.out_dir, "policy.pt"), spec, args.final_eval_episodes, args.final_eval)
+    return {"method": method, "log": log, "r_expert": r_e, "r_unlabelled": r_u}
+
+
+if __name__ == "__main__":
+    try:
+        main(tyro.cli(Args))
+    except (contract.ContractError, ValueError) as e:
+        sys.exit(f"error: {e}")
