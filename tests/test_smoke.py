@@ -65,7 +65,7 @@ def test_collection_is_bit_for_bit_repeatable(tmp_path):
 
 
 def test_collect_rejects_unknown_or_unavailable_envs(tmp_path):
-    for env, words in (("mujoco:hopper", "unknown env id"), ("dmc:cartpole-swingup", "not implemented yet")):
+    for env, words in (("mujoco:hopper", "unknown env id"), ("dmc:cartpole-swingup", "no behaviour policy")):
         proc = run("collect_data.py", "--env", env, "--out", str(tmp_path / "x.npz"), ok=False)
         assert proc.returncode != 0 and words in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
     assert not os.path.exists(tmp_path / "x.npz")
