@@ -79,8 +79,9 @@ LOG_STD_MIN, LOG_STD_MAX, MU_MAX, ACT_EPS = -5.0, 2.0, 9.0, 1e-6
 class Actor(nn.Module):
     """Tanh-Gaussian policy on normalised observations; actions live in [-1, 1]."""
 
-    def __init__(self, obs_dim: int, act_dim: int, hidden: int = 256, n_hidden: int = 2):
+    def __init__(self, obs_dim: int, act_dim: int, hidden: int = 256, n_hidden: int = 2, act_eps: float = ACT_EPS):
         super().__init__()
+        self.act_eps = act_eps  # likelihoods clip actions to ±(1 - act_eps)
         layers, d = [], obs_dim
         for _ in range(n_hidden):
             layers += [nn.Linear(d, hidden), nn.ReLU()]
@@ -96,10 +97,10 @@ class Actor(nn.Module):
     def log_prob(self, obs, act):
         """Per-dimension log π_j(a_j | s) [B, act_dim] of actions in [-1, 1] (clipped away from ±1)."""
         mu, log_std = self(obs)
-        a = act.clamp(-1 + ACT_EPS, 1 - ACT_EPS)
+        a = act.clamp(-1 + self.act_eps, 1 - self.act_eps)
         pre = torch.atanh(a)
         log_normal = -0.5 * (((pre - mu) / log_std.exp()) ** 2 + 2 * log_std + np.log(2 * np.pi))
-        return log_normal - torch.log(1 - a ** 2 + ACT_EPS)
+        return log_normal - torch.log(1 - a ** 2 + self.act_eps)
 
     def mean_net(self) -> nn.Sequential:
         """The deterministic head (trunk + μ) for the policy artifact; the artifact applies the tanh."""
@@ -140,8 +141,6 @@ def in_training_eval(actor: Actor, norm: Normalizer, spec: dict, episodes: int, 
 
 
 def main(args: Args) -> dict:
-    global ACT_EPS
-    ACT_EPS = args.act_eps  # read by Actor.log_prob
     data = contract.load_dataset(args.dataset)
     meta = data["metadata"]
     aug = data["augmented"] if "augmented" in data else np.zeros(len(data["rewards"]), bool)
@@ -159,7 +158,7 @@ def main(args: Args) -> dict:
 
     norm = Normalizer(obs, meta["action_low"], meta["action_high"])
     obs_t, act_t = torch.as_tensor(norm.obs(obs), device=device), torch.as_tensor(norm.act(act), device=device)
-    actor = Actor(meta["obs_dim"], meta["act_dim"], args.hidden, args.n_hidden).to(device)
+    actor = Actor(meta["obs_dim"], meta["act_dim"], args.hidden, args.n_hidden, args.act_eps).to(device)
     opt = torch.optim.Adam(actor.parameters(), lr=args.lr, weight_decay=args.weight_decay)
     spec = env_spec(meta)
     print(f"{method}: cloning {rows.sum()} rows of {args.dataset} ({contract.describe(data)})")

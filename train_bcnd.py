@@ -12,16 +12,18 @@ Algorithm (paper Alg. 1):
 R is kept in log space, log R = logsumexp_k log π_k(a | s) - log K, because densities span orders of magnitude,
 and normalised per batch to mean 1: w_i = B · softmax_i(log R) over the batch (round 1 is plain BC).
 
-Members are tanh-Gaussian policies π_k = tanh(N(μ_k(s), diag σ_k²)), μ_k: 2×256 ReLU (μ ∈ [-9, 9]), with a
-state-independent log σ_k initialised at 0 as in the public re-implementation (a state-dependent σ did worse on
-the tuning data). Densities are those of the pre-tanh action u = atanh(a): the tanh Jacobian does not depend on
-the policy, and with it the many actions clipped at the bounds would get weights up to 10⁶ per dimension. The K
-members train side by side as one batched network. The saved policy acts with tanh(mean_k μ_k(s)), exported as one
-block-diagonal MLP (the K members side by side, the last layer averaging them), so evaluate.py runs it like any
-other policy.
+Members are Gaussian policies on the action itself with a tanh-bounded mean, π_k(a | s) = N(a; tanh(μ_k(s)),
+diag σ_k²), μ_k: 2×256 ReLU, with a state-independent log σ_k initialised at 0, as in the public re-implementation.
+Not the tanh-Gaussian of BC/DWBC: behaviour actions are often clipped at exactly ±1, and under a tanh-Gaussian
+their density sits at atanh(±(1 - ε)), far in the tail, so R would give every clipped row a weight near 0 and the
+later rounds would unlearn saturated actions (on the tuning data the first version's return fell round by round,
+-7.7, -10.1, -14.4, with clipped rows at 3% of the mean weight). The K members train side by side as one batched
+network. The saved policy acts with tanh(mean_k μ_k(s)) (the re-implementation averages the members' sampled
+actions), exported as one block-diagonal MLP (the K members side by side, the last layer averaging them), so
+evaluate.py runs it like any other policy.
 
 Cost: M rounds × K members × `epochs` passes over |D_all| / K rows, i.e. M · epochs passes over D_all in all
-(defaults 5 × 20 = 100 passes, 5 × 20 × ⌈3000/256⌉ = 1,200 batched steps of K = 5 members on the toy data).
+(defaults 5 × 100 = 500 passes, 5 × 100 × ⌈3000/256⌉ = 6,000 batched steps of K = 5 members on the toy data).
 
 Input: a dataset `.npz` (CONTRACT.md): observations, actions (expert labels are not used).
 Output (in --out-dir): policy.pt (policy artifact, CONTRACT.md), progress.csv (per round: loss, weight spread,
@@ -43,7 +45,7 @@ import tyro
 import contract
 import evaluate
 from evaluate import env_spec
-from train_bc import ACT_EPS, LOG_STD_MAX, LOG_STD_MIN, MU_MAX, Normalizer, artifact, in_training_eval
+from train_bc import LOG_STD_MAX, LOG_STD_MIN, MU_MAX, Normalizer, artifact, in_training_eval
 
 
 @dataclass
@@ -60,8 +62,9 @@ class Args:
     """K, policies in the ensemble, each trained on its own disjoint split of the data"""
     n_rounds: int = 5
     """M, rounds of re-weighting (round 1 is plain BC)"""
-    epochs: int = 20
-    """passes of every member over its split in every round"""
+    epochs: int = 100
+    """passes of every member over its split in every round (toy: 100 × 5 rounds × ⌈3000/256⌉ = 6,000 batched
+    steps, about the 5,000 steps of the other methods)"""
     batch_size: int = 256
     """minibatch size of every member"""
     lr: float = 1e-3
@@ -72,8 +75,10 @@ class Args:
     """hidden width of every member"""
     n_hidden: int = 2
     """hidden layers of every member"""
+    eval_every: int = 1
+    """evaluate after every this many rounds (0: after the last round only)"""
     eval_episodes: int = 20
-    """episodes of the evaluation after every round (training classes of c)"""
+    """episodes of those evaluations (training classes of c, or CausalWorld's space A)"""
     eval_seed: int = 50_000
     """seed of the evaluations during training (apart from the final evaluation seeds)"""
     final_eval: Optional[str] = None
@@ -86,9 +91,9 @@ class Args:
     """use CUDA when available"""
 
 
-class TanhGaussianEnsemble(nn.Module):
-    """K tanh-Gaussian policies π_k = tanh(N(μ_k(s), σ_k)), μ ∈ [-9, 9], state-independent log σ ∈ [-5, 2],
-    computed side by side as one batched network; inputs are [K, B, obs_dim]."""
+class GaussianEnsemble(nn.Module):
+    """K Gaussian policies π_k(a | s) = N(a; tanh(μ_k(s)), diag σ_k²) with μ ∈ [-9, 9] and a state-independent
+    log σ ∈ [-5, 2], computed side by side as one batched network; inputs are [K, B, obs_dim]."""
 
     def __init__(self, k: int, obs_dim: int, act_dim: int, hidden: int = 256, n_hidden: int = 2):
         super().__init__()
@@ -109,12 +114,10 @@ class TanhGaussianEnsemble(nn.Module):
         return x.clamp(-MU_MAX, MU_MAX), self.log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)
 
     def log_prob(self, obs, act):
-        """log density [K, B] of the pre-tanh action u = atanh(a) (actions clipped away from ±1), summed over dims.
-        It is log π_k(a | s) + Σ_j log(1 - a_j²): the tanh Jacobian is dropped because it does not depend on the
-        policy, and with it actions clipped at the bounds would get weights up to 10⁶ per dimension."""
+        """log π_k(a | s) [K, B] of actions in [-1, 1], summed over dims: a Gaussian around tanh(μ_k(s)), so
+        actions clipped at ±1 keep a density comparable to their neighbours'."""
         mu, log_std = self(obs)
-        u = torch.atanh(act.clamp(-1 + ACT_EPS, 1 - ACT_EPS))
-        return (-0.5 * (((u - mu) / log_std.exp()) ** 2 + 2 * log_std + math.log(2 * math.pi))).sum(-1)
+        return (-0.5 * (((act - torch.tanh(mu)) / log_std.exp()) ** 2 + 2 * log_std + math.log(2 * math.pi))).sum(-1)
 
     def mean_net(self) -> nn.Sequential:
         """The ensemble's deterministic head as one plain MLP: the members side by side (block-diagonal hidden
@@ -179,7 +182,7 @@ def main(args: Args) -> dict:
 
     log, t0 = [], time.time()
     for m in range(1, args.n_rounds + 1):
-        ens = TanhGaussianEnsemble(K, meta["obs_dim"], meta["act_dim"], args.hidden, args.n_hidden).to(device)  # fresh init
+        ens = GaussianEnsemble(K, meta["obs_dim"], meta["act_dim"], args.hidden, args.n_hidden).to(device)  # fresh init
         opt = torch.optim.AdamW(ens.parameters(), lr=args.lr, weight_decay=args.weight_decay)
         for _ in range(args.epochs):
             perms = [rng.permutation(s)[:size] for s in splits]  # one epoch over every member's split
@@ -193,7 +196,9 @@ def main(args: Args) -> dict:
         with torch.no_grad():  # R^m(s, a) = (1/K) Σ_k π_k(a | s) on every row, in log space
             log_r = torch.cat([ensemble_log_density(ens.log_prob(obs[i].expand(K, -1, -1), act[i].expand(K, -1, -1)))
                                for i in torch.arange(N, device=device).split(4096)])
-        ret = in_training_eval(ens, norm, spec, args.eval_episodes, args.eval_seed)
+        last = m == args.n_rounds
+        ret = (in_training_eval(ens, norm, spec, args.eval_episodes, args.eval_seed)
+               if last or (args.eval_every and m % args.eval_every == 0) else float("nan"))
         w_all = batch_weights(log_r)
         row = {"round": m, "loss": loss.item() / K, "log_r_mean": log_r.mean().item(), "log_r_std": log_r.std().item(),
                "weight_max": w_all.max().item(), "ess_frac": (w_all.sum() ** 2 / (w_all ** 2).sum()).item() / N,
@@ -210,7 +215,7 @@ def main(args: Args) -> dict:
     contract.save_csv(os.path.join(args.out_dir, "progress.csv"), log)
     if args.final_eval:
         evaluate.evaluate_saved(os.path.join(args.out_dir, "policy.pt"), spec, args.final_eval_episodes, args.final_eval)
-    return {"method": method, "log": log}
+    return {"method": method, "log": log, "log_r": log_r.cpu().numpy()}  # log R^M of every row, for diagnostics
 
 
 if __name__ == "__main__":

@@ -33,7 +33,6 @@ import tyro
 import contract
 import evaluate
 from evaluate import env_spec
-import train_bc
 from train_bc import Actor, Normalizer, artifact, in_training_eval
 
 LOG_PI_MIN, LOG_PI_MAX, D_MIN, D_MAX = -20.0, 10.0, 0.1, 0.9
@@ -130,7 +129,6 @@ def policy_loss(log_pi_e, log_pi_u, d_e, d_u, alpha: float, eta: float):
 
 
 def main(args: Args) -> dict:
-    train_bc.ACT_EPS = args.act_eps  # read by Actor.log_prob
     data = contract.load_dataset(args.dataset)
     contract.require_expert(data, args.dataset)
     meta = data["metadata"]
@@ -162,7 +160,7 @@ def main(args: Args) -> dict:
         n_aug = rng.binomial(args.batch_size, args.aug_frac)
         return np.concatenate([rng.choice(aug_rows, n_aug), rng.choice(exp_rows, args.batch_size - n_aug)])
 
-    actor = Actor(meta["obs_dim"], meta["act_dim"], args.hidden, args.n_hidden).to(device)
+    actor = Actor(meta["obs_dim"], meta["act_dim"], args.hidden, args.n_hidden, args.act_eps).to(device)
     disc = Discriminator(meta["obs_dim"], meta["act_dim"]).to(device)
     actor_opt = torch.optim.Adam(actor.parameters(), lr=args.actor_lr, weight_decay=args.actor_weight_decay)
     disc_opt = torch.optim.Adam(disc.parameters(), lr=args.disc_lr)

@@ -83,6 +83,8 @@ class Args:
     """after training, evaluate the saved policy (evaluate.py) and write its JSON here; `{split}` becomes train/heldout"""
     final_eval_episodes: int = 100
     """episodes per split of that final evaluation"""
+    act_eps: float = 1e-6
+    """actions are clipped to ±(1 - act_eps) before atanh in the actor's likelihood (train_bc.py --act-eps)"""
     threads: int = 1
     """torch CPU threads"""
     cuda: bool = False
@@ -164,7 +166,7 @@ def main(args: Args) -> dict:
     obs_dim, act_dim, N, B = meta["obs_dim"], meta["act_dim"], len(obs), args.batch_size
     cost = critic(2 * obs_dim, args.hidden, args.n_hidden).to(device)
     nu = critic(obs_dim, args.hidden, args.n_hidden).to(device)
-    actor = Actor(obs_dim, act_dim, args.hidden, args.n_hidden).to(device)
+    actor = Actor(obs_dim, act_dim, args.hidden, args.n_hidden, args.act_eps).to(device)
     cost_opt = torch.optim.Adam(cost.parameters(), lr=args.cost_lr)
     nu_opt = torch.optim.Adam(nu.parameters(), lr=args.nu_lr)
     actor_opt = torch.optim.Adam(actor.parameters(), lr=args.actor_lr)

@@ -84,6 +84,8 @@ class Args:
     """after training, evaluate the saved policy (evaluate.py) and write its JSON here; `{split}` becomes train/heldout"""
     final_eval_episodes: int = 100
     """episodes per split of that final evaluation"""
+    act_eps: float = 1e-6
+    """actions are clipped to ±(1 - act_eps) before atanh in the actor's likelihood (train_bc.py --act-eps)"""
     threads: int = 1
     """torch CPU threads"""
     cuda: bool = False
@@ -186,7 +188,7 @@ def main(args: Args) -> dict:
           f"on D_U {r_u:.2f}  ({time.time() - t0:.0f} s)", flush=True)
 
     # stage 2: IQL on the relabelled data
-    actor = Actor(obs_dim, act_dim, args.hidden, args.n_hidden).to(device)
+    actor = Actor(obs_dim, act_dim, args.hidden, args.n_hidden, args.act_eps).to(device)
     qf = TwinQ(obs_dim, act_dim, args.hidden, args.n_hidden).to(device)
     q_target = TwinQ(obs_dim, act_dim, args.hidden, args.n_hidden).to(device)
     q_target.load_state_dict(qf.state_dict())

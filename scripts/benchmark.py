@@ -64,21 +64,21 @@ def main(args: Args) -> dict:
             "bc": ("train_bc updates/s (batch 256, 2x256)", lambda o: train_bc.main(train_bc.Args(dataset=data, out_dir=o, total_steps=n, **quiet)), n),
             "dwbc": ("train_dwbc updates/s (batch 256+256, actor 2x256 + discriminator)",
                      lambda o: train_dwbc.main(train_dwbc.Args(dataset=data, out_dir=o, total_steps=n, **quiet)), n),
-            "oril": ("train_oril IQL steps/s (incl. 0.4x as many reward-model steps; batch 256, 2x256 nets)",
+            "oril": ("train_oril IQL steps/s (+0.4x reward-model steps; batch 256, 2x256)",
                      lambda o: train_oril.main(train_oril.Args(dataset=data, out_dir=o, reward_steps=round(0.4 * n), total_steps=n, **quiet)), n),
-            "lobsdice": ("train_lobsdice updates/s (batch 256 x3, cost + nu with gradient penalties + actor)",
+            "lobsdice": ("train_lobsdice updates/s (batch 256, cost + nu with grad penalties + actor)",
                          lambda o: train_lobsdice.main(train_lobsdice.Args(dataset=data, out_dir=o, total_steps=n, **quiet)), n),
-            "bcnd": ("train_bcnd batched steps/s (K=5 members side by side, batch 256 each)",
-                     lambda o: train_bcnd.main(train_bcnd.Args(dataset=data, out_dir=o, epochs=max(1, round(20 * share)), eval_episodes=1)),
-                     5 * max(1, round(20 * share)) * 12),  # 5 rounds x epochs x ceil(3000 rows / 256)
+            "bcnd": ("train_bcnd steps/s (K=5 members side by side, batch 256 each)",
+                     lambda o: train_bcnd.main(train_bcnd.Args(dataset=data, out_dir=o, epochs=max(1, round(100 * share)), eval_episodes=1)),
+                     5 * max(1, round(100 * share)) * 12),  # 5 rounds x epochs x ceil(3000 rows / 256)
         }
         names = {"bc": "bc_exp / bc_all", "dwbc": "dwbc / oilca", "oril": "oril / oril_ca", "lobsdice": "lobsdice",
-                 "bcnd": "bcnd (bcnd_ca: x1.45, its 1.45x rows)"}
+                 "bcnd": "bcnd (bcnd_ca: x1.45 rows)"}
         walls = {}
         for name, (label, fn, updates) in runs.items():
             t = timed(lambda: fn(os.path.join(tmp, name)))
             out[label] = f"{updates / t:.0f}"
-            scale = (max(1, round(20 * share)) / 20) if name == "bcnd" else share
+            scale = (max(1, round(100 * share)) / 100) if name == "bcnd" else share
             walls[names[name]] = t / scale
         t = timed(lambda: train_ivae.main(train_ivae.Args(dataset=data, out_dir=os.path.join(tmp, "ivae"), total_steps=n, compare=False, threads=1, log_every=n)))
         out["train_ivae steps/s (4 restarts side by side, batch 256, 2x128)"] = f"{n / t:.0f}"

@@ -7,11 +7,15 @@
 #   4. train_bc.py        BC-exp and BC-all (beside 3.)                                       -> runs/dmc/<task>/bc_*_s*/
 #   5. augment.py         counterfactual expert rows, sampler = that seed's BC-exp policy     -> data/dmc_<task>_aug_s*.npz
 #   6. train_dwbc.py      DWBC on D_all, OILCA on the augmented data                           -> runs/dmc/<task>/{dwbc,oilca}_s*/
+#      train_oril.py, train_bcnd.py, train_lobsdice.py: ORIL, BCND, LobsDICE on D_all, ORIL+CA and BCND+CA on the
+#                         augmented data (BASELINES=1, the default)                          -> runs/dmc/<task>/{oril,bcnd,lobsdice}*_s*/
 #   7. evaluate.py        in-distribution returns under the same perturbations (train split)  -> results/dmc_<task>/*.json
 #   8. report.py          table.md + fig4.png from the JSON files
 # Knobs (environment variables): TASK (cartpole-swingup), SEEDS ("0 1 2"), SAC_STEPS (200000), SAC_UPDATE_EVERY (2:
 # one SAC gradient step per 2 env steps, the CPU budget), DATA_EPISODES (200), STEPS (policy gradient steps, 10000),
-# EVAL_EPISODES (30 per policy, 10 per class), IVAE_STEPS (10000), RATIO (0.5), JOBS (2), OUT_ROOT, FORCE=1.
+# EVAL_EPISODES (30 per policy, 10 per class), IVAE_STEPS (10000), RATIO (0.5), JOBS (2), OUT_ROOT, FORCE=1,
+# BASELINES (1: also the baselines; their budgets follow STEPS: ORIL 0.4·STEPS reward-model steps then STEPS of IQL,
+# LobsDICE STEPS, BCND as many epochs per round as make about STEPS batched steps over its 5 rounds).
 # Re-running is safe and cheap: a finished SAC run is reused (an interrupted one resumes from its checkpoint), the
 # dataset and the iVAE are kept when made with the same arguments, and a training run whose result JSON exists is
 # skipped (one whose policy.pt exists is only evaluated). FORCE=1 rebuilds everything after the SAC stage.
@@ -37,7 +41,7 @@ RUNS=$R/runs/dmc/$TASK
 DATA=$R/data/dmc_$TASK.npz
 OUT=$R/results/dmc_$TASK
 mkdir -p $OUT $RUNS $R/data
-[ "${FORCE:-0}" = 1 ] && rm -rf $OUT/*.json $RUNS/bc_* $RUNS/dwbc_* $RUNS/oilca_* $R/data/dmc_${TASK}_aug_s*.npz
+[ "${FORCE:-0}" = 1 ] && rm -rf $OUT/*.json $RUNS/bc_* $RUNS/dwbc_* $RUNS/oilca_* $RUNS/oril* $RUNS/bcnd* $RUNS/lobsdice* $R/data/dmc_${TASK}_aug_s*.npz
 timing=()
 t_all=$(date +%s)
 stage() { timing+=("\"$1\": $(( $(date +%s) - $2 ))"); echo "== $1 done in $(( $(date +%s) - $2 ))s"; }
@@ -94,6 +98,21 @@ for s in $SEEDS; do
   job oilca_s$s $PY train_dwbc.py --dataset $R/data/dmc_${TASK}_aug_s$s.npz --seed $s --total-steps $STEPS
 done | parallel
 stage dwbc_oilca $t
+
+if [ "${BASELINES:-1}" = 1 ]; then
+  t=$(date +%s)
+  rows=$($PY -c "import numpy as np; print(len(np.load('$DATA')['rewards']))")
+  bcnd_epochs=$(( (STEPS + 5 * ((rows / 5 + 255) / 256) - 1) / (5 * ((rows / 5 + 255) / 256)) ))  # 5 rounds, K = 5
+  for s in $SEEDS; do
+    aug=$R/data/dmc_${TASK}_aug_s$s.npz
+    job oril_s$s $PY train_oril.py --dataset $DATA --seed $s --reward-steps $(( STEPS * 2 / 5 )) --total-steps $STEPS
+    job lobsdice_s$s $PY train_lobsdice.py --dataset $DATA --seed $s --total-steps $STEPS
+    job bcnd_s$s $PY train_bcnd.py --dataset $DATA --seed $s --epochs $bcnd_epochs
+    job oril_ca_s$s $PY train_oril.py --dataset $aug --seed $s --reward-steps $(( STEPS * 2 / 5 )) --total-steps $STEPS
+    job bcnd_ca_s$s $PY train_bcnd.py --dataset $aug --seed $s --epochs $bcnd_epochs
+  done | parallel
+  stage baselines $t
+fi
 
 t=$(date +%s)
 for ref in expert random; do

@@ -14,8 +14,9 @@
 # Knobs (environment variables): SEEDS ("0 1 2 3 4"), FIG5_SEEDS ("0 1"), FIG5_RATIOS ("0.1 1.0"; 0.5 is the main
 # OILCA run), STEPS (policy gradient steps, 5000), EPISODES (evaluation episodes per split, 100), IVAE_STEPS (10000),
 # OUT_ROOT (where data/, runs/ and results/ go; default the repo), FORCE=1 (rebuild the dataset and the iVAE),
-# BASELINES=1 (also run ORIL / BCND / LobsDICE and the +CA variants; off by default until the main job's time with them is measured). The baselines' budgets follow STEPS: ORIL trains its reward model for
-# 0.4·STEPS steps, then IQL for STEPS; LobsDICE STEPS; BCND 20·STEPS/5000 epochs in each of its 5 rounds.
+# BASELINES (1: also ORIL / BCND / LobsDICE and the +CA variants, about 3/5 of the main job's time; 0: skip them).
+# The baselines' budgets follow STEPS: ORIL trains its reward model for 0.4·STEPS steps, then IQL for STEPS;
+# LobsDICE STEPS; BCND 100·STEPS/5000 epochs in each of its 5 rounds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -77,9 +78,9 @@ for s in $SEEDS; do
 done | parallel
 stage dwbc_oilca $t
 
-if [ "${BASELINES:-0}" = 1 ]; then
+if [ "${BASELINES:-1}" = 1 ]; then
   t=$(date +%s)
-  BCND_EPOCHS=$(( (STEPS * 20 + 4999) / 5000 ))
+  BCND_EPOCHS=$(( (STEPS * 100 + 4999) / 5000 ))
   for s in $SEEDS; do
     for m in oril lobsdice bcnd oril_ca bcnd_ca; do
       d=$R/runs/toy/${m}_s$s; mkdir -p $d

@@ -62,6 +62,17 @@ def test_actor_log_prob_matches_torch_tanh_normal():
     torch.testing.assert_close(train_bc.bc_loss(actor, obs, act), -ref.sum(-1).mean(), atol=1e-4, rtol=1e-4)
 
 
+def test_act_eps_is_per_actor():
+    """--act-eps clips actions at ±1 to ±(1 - act_eps) in that actor only (no module-wide state)."""
+    torch.manual_seed(0)
+    wide = train_bc.Actor(3, 2, hidden=16, act_eps=0.01)
+    narrow = train_bc.Actor(3, 2, hidden=16)
+    narrow.load_state_dict(wide.state_dict())
+    obs, one = torch.randn(4, 3), torch.ones(4, 2)
+    torch.testing.assert_close(wide.log_prob(obs, one), wide.log_prob(obs, torch.full((4, 2), 0.99)), atol=1e-3, rtol=1e-4)
+    assert narrow.act_eps == 1e-6 and (narrow.log_prob(obs, one) != wide.log_prob(obs, one)).all()
+
+
 def test_normalizer_maps_bounds_to_unit_box():
     norm = train_bc.Normalizer(np.array([[0.0, 2.0], [2.0, 6.0]]), [-2.0, 0.0], [2.0, 1.0])
     np.testing.assert_allclose(norm.act(np.array([[-2.0, 0.0], [2.0, 1.0], [0.0, 0.5]])), [[-1, -1], [1, 1], [0, 0]])

@@ -109,8 +109,9 @@ def test_main_job_runs_on_a_tiny_config(tmp_path):
     proc = subprocess.run(["bash", "scripts/toy_pipeline.sh"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     table = open(tmp_path / "results" / "toy" / "table.md").read()
-    for method in ("bc_exp", "bc_all", "dwbc", "oilca", "oilca_r0.25", "reference_expert", "reference_random"):
+    for method in ("bc_exp", "bc_all", "dwbc", "oilca", "oilca_r0.25", "oril", "bcnd", "lobsdice", "oril_ca", "bcnd_ca",
+                   "reference_expert", "reference_random"):
         assert f"| {method} |" in table
     timing = json.load(open(tmp_path / "results" / "toy" / "timing.json"))
-    assert {"collect", "train_ivae_beside_bc", "bc", "augment", "dwbc_oilca", "fig5_ratios", "report", "total"} <= set(timing)
+    assert {"collect", "train_ivae_beside_bc", "bc", "augment", "dwbc_oilca", "baselines", "fig5_ratios", "report", "total"} <= set(timing)
     assert (tmp_path / "results" / "toy" / "fig5.png").exists() and (tmp_path / "runs" / "ivae" / "fig3.png").exists()
