@@ -105,7 +105,7 @@ def test_policy_stages_chain(tmp_path):
 
 def test_main_job_runs_on_a_tiny_config(tmp_path):
     env = {**os.environ, "OUT_ROOT": str(tmp_path), "SEEDS": "0 1", "FIG5_SEEDS": "0", "FIG5_RATIOS": "0.25",
-           "STEPS": "60", "EPISODES": "6", "IVAE_STEPS": "60"}
+           "STEPS": "60", "EPISODES": "6", "IVAE_STEPS": "60", "BASELINES": "1"}
     proc = subprocess.run(["bash", "scripts/toy_pipeline.sh"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     table = open(tmp_path / "results" / "toy" / "table.md").read()
