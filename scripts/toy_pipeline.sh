@@ -14,7 +14,7 @@
 # Knobs (environment variables): SEEDS ("0 1 2 3 4"), FIG5_SEEDS ("0 1"), FIG5_RATIOS ("0.1 1.0"; 0.5 is the main
 # OILCA run), STEPS (policy gradient steps, 5000), EPISODES (evaluation episodes per split, 100), IVAE_STEPS (10000),
 # OUT_ROOT (where data/, runs/ and results/ go; default the repo), FORCE=1 (rebuild the dataset and the iVAE),
-# BASELINES=1 (also ORIL / BCND / LobsDICE and the +CA variants: about 27 min more on 2 cores, so off by default to
+# BASELINES=1 (also ORIL / BCND / LobsDICE and the +CA variants: 28 min more on 2 cores, so off by default to
 # keep the main job within its 15 minutes).
 # The baselines' budgets follow STEPS: ORIL trains its reward model for 0.4·STEPS steps, then IQL for STEPS;
 # LobsDICE STEPS; BCND 100·STEPS/5000 epochs in each of its 5 rounds.
