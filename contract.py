@@ -351,6 +351,21 @@ def load_policy(path: str) -> Dict[str, Any]:
     return art
 
 
+def load_snapshot(path: str, obs_dim: int, act_dim: int, env_id: str) -> Dict[str, Any]:
+    """A behaviour policy for collection: the policy artifact at `path`, checked against the env it will drive
+    (its dims, and the env it was trained on where recorded). Each problem is a one-line ValueError."""
+    if not os.path.exists(path):
+        raise ValueError(f"behaviour snapshot {path} does not exist (train one with train_behavior.py --env {env_id})")
+    art = load_policy(path)
+    dims = (art["config"]["obs_dim"], art["config"]["act_dim"])
+    if dims != (obs_dim, act_dim):
+        raise ValueError(f"{path}: snapshot has obs_dim, act_dim = {dims} but {env_id} has {(obs_dim, act_dim)}")
+    env_of = (art.get("env") or {}).get("env_id")
+    if env_of not in (None, env_id):
+        raise ValueError(f"{path}: snapshot was trained on {env_of}, not {env_id}")
+    return art
+
+
 def build_policy(art: Dict[str, Any]):
     """The deterministic policy of an artifact as a numpy function obs [B, obs_dim] -> action [B, act_dim]."""
     import torch

@@ -342,15 +342,7 @@ def load_shipped_expert(task: str) -> Callable[[np.ndarray], np.ndarray]:
 
 
 def load_snapshot(path: str, obs_dim: int, env_id: str) -> Tuple[Callable, dict]:
-    if not os.path.exists(path):
-        raise ValueError(f"behaviour snapshot {path} does not exist (train one with train_behavior.py --env {env_id})")
-    art = contract.load_policy(path)
-    dims = (art["config"]["obs_dim"], art["config"]["act_dim"])
-    if dims != (obs_dim, ACT_DIM):
-        raise ValueError(f"{path}: snapshot has obs_dim, act_dim = {dims} but {env_id} has {(obs_dim, ACT_DIM)}")
-    env_of = (art.get("env") or {}).get("env_id")
-    if env_of not in (None, env_id):
-        raise ValueError(f"{path}: snapshot was trained on {env_of}, not {env_id}")
+    art = contract.load_snapshot(path, obs_dim, ACT_DIM, env_id)
     return contract.build_policy(art), {"path": path, "train_step": art.get("train_step")}
 
 

@@ -117,15 +117,7 @@ def load_behaviors(cfg: DMCConfig, obs_dim: int, act_dim: int, env_id: str) -> T
     """(table of behaviour descriptions, list of policy callables). A missing snapshot is a one-line error."""
     table, policies = [], []
     for path in cfg.snapshots:
-        if not os.path.exists(path):
-            raise ValueError(f"behaviour snapshot {path} does not exist (train one with train_behavior.py --env {env_id})")
-        art = contract.load_policy(path)
-        cfg_dims = (art["config"]["obs_dim"], art["config"]["act_dim"])
-        if cfg_dims != (obs_dim, act_dim):
-            raise ValueError(f"{path}: snapshot has obs_dim, act_dim = {cfg_dims} but {env_id} has {(obs_dim, act_dim)}")
-        env_of = (art.get("env") or {}).get("env_id")
-        if env_of not in (None, env_id):
-            raise ValueError(f"{path}: snapshot was trained on {env_of}, not {env_id}")
+        art = contract.load_snapshot(path, obs_dim, act_dim, env_id)
         table.append({"name": "snapshot", "path": path, "train_step": art.get("train_step"),
                       "label": f"snapshot step {art.get('train_step')}"})
         policies.append(contract.build_policy(art))
