@@ -1,9 +1,9 @@
 """Counterfactual data augmentation of OILCA (Algorithm 1, lines 5–9; §4.2).
 
-1. Pretrain the sampler policy π̂_E by behavior cloning on D_E (train_bc.py's tanh-Gaussian actor and loss),
+1. Pretrain the sampler policy π̂_E by behavior cloning on D_E (policy.py's tanh-Gaussian actor and loss, as BC-exp),
    or take a BC-exp policy artifact already trained on this dataset (`--sampler runs/bc_exp/policy.pt`).
 2. For each new row: draw an expert transition (s, a, s', c) from D_E and infer its exogenous variable
-   u ~ q(u | s, a, s', c) with the iVAE of train_ivae.py (`--posterior mean` uses the posterior mean);
+   u ~ q(u | s, a, s', c) with the iVAE (ivae.py, fit by train_ivae.py; `--posterior mean` uses the posterior mean);
    draw a different (s~, a~) from D_U; generate the counterfactual state s~' = f(s~, a~, u) (decoder mean);
    label it a~' = π̂_E(s~') (the deterministic mean action; `--label sample` samples instead).
    The row also gets s~'' = f(s~', a~', u), the counterfactual next state under the same u.
@@ -16,7 +16,7 @@ of π̂_E. No D_U state is used. It exists to measure the difference.
 Amount: `ratio` = |augmented D_E| / |D_U|, the x-axis of the paper's Fig. 5; augmented D_E = the collected
 expert rows plus the new rows, so the script makes max(0, round(ratio·|D_U|) - |D_E|) rows.
 
-Inputs:  --dataset (CONTRACT.md) and --ivae (train_ivae.py's ivae.pt, which must have been fit on this dataset).
+Inputs:  --dataset (docs/contract.md) and --ivae (train_ivae.py's ivae.pt, which must have been fit on this dataset).
 Outputs: --out, the augmented dataset: new rows have augmented=True, expert=True, episode_ids=-1, aux = the
          source expert row's c, exogenous = the source row's true u (where known), reward 0, no end flag,
          aug_source = index of the expert row, aug_partner = index of the D_U row (-1 in reconstruct mode);
@@ -34,9 +34,9 @@ import torch
 import tyro
 
 import contract
-from evaluate import env_spec
-from train_bc import Actor, Normalizer, artifact, bc_loss
-from train_ivae import IVAE
+import envs
+from ivae import load_ivae
+from policy import Actor, Normalizer, artifact, bc_loss
 
 
 @dataclass
@@ -74,7 +74,7 @@ class Args:
 
 
 def train_sampler(obs: np.ndarray, act: np.ndarray, meta: dict, args: Args):
-    """π̂_E: BC on D_E with train_bc.py's actor and loss. Returns (actor, normalizer, final loss)."""
+    """π̂_E: BC on D_E with policy.py's actor and loss. Returns (actor, normalizer, final loss)."""
     torch.manual_seed(args.seed)
     rng = np.random.default_rng(args.seed)
     norm = Normalizer(obs, meta["action_low"], meta["action_high"])
@@ -99,21 +99,6 @@ def sample_actions(actor: Actor, norm: Normalizer, obs: np.ndarray, gen: torch.G
     mu, log_std = actor(torch.as_tensor(norm.obs(obs)))
     a = torch.tanh(mu + log_std.exp() * torch.randn(mu.shape, generator=gen)).numpy()
     return (norm.low + (a + 1) / 2 * (norm.high - norm.low)).astype(np.float32)
-
-
-def load_ivae(path: str, data: dict, dataset_path: str) -> IVAE:
-    ckpt = contract.load_checkpoint(path, "ivae")
-    fp = contract.fingerprint(data)
-    if ckpt.get("dataset_fingerprint") != fp:
-        raise contract.ContractError(f"{path}: this iVAE was fit on another dataset ({ckpt.get('dataset_path')}, "
-                                     f"fingerprint {ckpt.get('dataset_fingerprint')}), not on {dataset_path} ({fp})")
-    meta, cfg = data["metadata"], ckpt["config"]
-    if (cfg["obs_dim"], cfg["act_dim"], cfg["n_classes"]) != (meta["obs_dim"], meta["act_dim"], meta["n_classes"]):
-        raise contract.ContractError(f"{path}: iVAE dims (obs {cfg['obs_dim']}, act {cfg['act_dim']}, classes "
-                                     f"{cfg['n_classes']}) do not match {dataset_path}")
-    model = IVAE(**cfg)
-    model.load_state_dict(ckpt["state_dict"])
-    return model.eval()
 
 
 def main(args: Args) -> dict:
@@ -143,7 +128,7 @@ def main(args: Args) -> dict:
         sampler_loss = None
     else:
         actor, norm, sampler_loss = train_sampler(data["observations"][exp_rows], data["actions"][exp_rows], meta, args)
-        sampler_art = artifact(actor, norm, method="sampler_bc_exp", seed=args.seed, env=env_spec(meta),
+        sampler_art = artifact(actor, norm, method="sampler_bc_exp", seed=args.seed, env=envs.env_spec(meta),
                                dataset_fingerprint=contract.fingerprint(data), dataset=args.dataset, train_args=asdict(args))
         contract.save_policy(args.sampler_out, sampler_art)
     sampler_policy = contract.build_policy(sampler_art)  # the deterministic (mean) action, as saved

@@ -5,7 +5,7 @@ names the file and the problem (missing key, wrong shape or dtype, NaN, a transi
 boundary, dims that disagree with the metadata). Every write goes to a temporary file in the target folder
 that is then renamed over the destination, so a crash never leaves a half-written file behind.
 
-The schema is documented for humans in CONTRACT.md; `DATASET_KEYS` below is the machine-readable copy.
+The schema is documented for humans in docs/contract.md; `DATASET_KEYS` below is the machine-readable copy.
 """
 
 import hashlib
@@ -148,7 +148,7 @@ def _read_npz(path: str) -> Dict[str, np.ndarray]:
 
 def _parse_metadata(path: str, raw: Dict[str, np.ndarray]) -> Dict[str, Any]:
     if "metadata" not in raw:
-        _fail(path, "missing required key 'metadata' (a JSON string, see CONTRACT.md)")
+        _fail(path, "missing required key 'metadata' (a JSON string, see docs/contract.md)")
     try:
         meta = json.loads(str(raw["metadata"]))
     except (json.JSONDecodeError, TypeError) as e:
@@ -186,7 +186,7 @@ def validate_dataset(path: str, raw: Dict[str, np.ndarray]) -> Dict[str, Any]:
     meta = _parse_metadata(path, raw)
     for key in DATASET_KEYS:
         if key not in raw:
-            _fail(path, f"missing required key '{key}' (see CONTRACT.md)")
+            _fail(path, f"missing required key '{key}' (see docs/contract.md)")
     if raw["observations"].ndim != 2:
         _fail(path, f"'observations' has shape {raw['observations'].shape}, expected (N, obs_dim)")
     dims = {"N": raw["observations"].shape[0], "obs": int(meta["obs_dim"]), "act": int(meta["act_dim"]),

@@ -504,10 +504,12 @@ def _config(spec: dict) -> dict:
     return cfg
 
 
-def rollout(spec: dict, policy: Callable, split: str, episodes: int, seed: int, lockstep: int = 10) -> dict:
+def rollout(spec: dict, policy: Callable, split: str, classes: Sequence[int], episodes: int, seed: int,
+            lockstep: int = 10) -> dict:
     """Evaluate `policy` (obs [N, obs_dim] -> action [N, 9], deterministic) on `episodes` episodes; each draws the
     intervened features uniformly from space `split` ('A' in distribution, 'B' out of distribution) and a goal from
-    space A. Feature draws from np.random.default_rng(seed); episode i has goal seed seed·1_000_003 + i."""
+    space A (`classes` is unused: a space has no class of c). Feature draws from np.random.default_rng(seed);
+    episode i has goal seed seed·1_000_003 + i."""
     if split not in ("A", "B"):
         raise ValueError(f"unknown CausalWorld space '{split}': use A or B")
     cfg = _config(spec)
@@ -596,7 +598,7 @@ def main(args: Args) -> list:
                                        np.zeros(args.episodes, int), 10, record=False, env_seed=args.seed)
                     res = {"returns": out["returns"], "success": out["success"]}
                 else:
-                    res = rollout(spec, policy, split, args.episodes, args.seed)
+                    res = rollout(spec, policy, split, [], args.episodes, args.seed)
                 dt = time.time() - t0
                 row = {"task": task, "policy": kind, "space": split, "episodes": args.episodes,
                        "mean_success": float(res["success"].mean()), "min_success": float(res["success"].min()),

@@ -11,11 +11,12 @@ Observations are dm_control's observation dict flattened in the env's own key or
 `obs_keys` with sizes). Episodes are 1000 steps; the end is a time limit (timeout), never a terminal. Episode i
 starts from task seed (seed·1_000_003 + i) mod 2³², so an episode is reproducible on its own.
 
-Behaviour policies of graded quality are policy artifacts (CONTRACT.md) written by train_behavior.py at chosen
+Behaviour policies of graded quality are policy artifacts (docs/contract.md) written by train_behavior.py at chosen
 steps (`--dmc.snapshots`), plus optionally uniform-random actions. Episodes are assigned round-robin to classes and,
 within a class, to behaviour policies. Many episodes are stepped in lockstep so that the policy runs batched.
 
-Used by collect_data.py (`collect`), evaluate.py (`rollout`, `reference_policy`) and train_behavior.py (`DMCEnv`).
+Backend of envs.py (`collect`, `rollout`, `reference_policy`, the interface shared with toy_env.py and cw_env.py);
+train_behavior.py uses `DMCEnv`.
 """
 
 import os
@@ -225,10 +226,11 @@ def collect(cfg: DMCConfig, name: str, seed: int) -> dict:
             "behaviors": behaviors, "spec": env_spec, "rng": rng}
 
 
-def rollout(spec: dict, policy: Callable, classes: Sequence[int], episodes: int, seed: int) -> dict:
-    """Evaluation: `episodes` 1000-step episodes of `policy` under the perturbations of `classes` (round-robin).
+def rollout(spec: dict, policy: Callable, split: str, classes: Sequence[int], episodes: int, seed: int) -> dict:
+    """Evaluation: `episodes` 1000-step episodes of `policy` under the perturbations of `classes` (round-robin; the
+    split only names them).
     Task seeds (seed·1_000_003 + i) mod 2³², perturbations from default_rng([seed, i])."""
-    name = spec["env_id"].split(":", 1)[1]
+    name = spec["env_id"].partition(":")[2]
     bad = [c for c in classes if not 0 <= c < len(spec["class_table"]["mean"])]
     if bad:
         raise ValueError(f"classes {bad} are outside the {len(spec['class_table']['mean'])} perturbation classes of {spec['env_id']}")

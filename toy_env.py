@@ -24,13 +24,16 @@ Every parameter comes from `ToyEnvConfig.seed` and `n_classes`, so the pair stor
 (`env_config`, `env_n_classes`) rebuilds the same environment. `n_classes` counts every class the env knows;
 a dataset uses the first ones and keeps the rest as unseen classes for out-of-distribution evaluation.
 
+Backend (the interface of envs.py, shared with dmc_env.py and cw_env.py): `collect` (the toy data recipe,
+`ToyConfig`, used by collect_data.py --toy.*), `rollout` (vectorised over episodes) and `reference_policy`.
+
 Run `python toy_env.py` to print the class table and a rollout summary, `--plot-path` to draw trajectories.
 """
 
 import json
 import os
-from dataclasses import asdict, dataclass
-from typing import Optional
+from dataclasses import asdict, dataclass, field
+from typing import Callable, Optional, Sequence, Tuple
 
 import numpy as np
 import tyro
@@ -208,6 +211,125 @@ class ToyCausalNav:
         return s_next.copy(), r, False, truncated, {"u": u[0], "c": self._c}
 
 
+# ------------------------------------------------------------------------------------------ backend (envs.py interface)
+@dataclass
+class ToyConfig:
+    """The toy data recipe (collect_data.py --toy.*): classes, episodes and behaviour policies of graded quality."""
+    n_classes: int = 3
+    """number of classes C of the auxiliary variable c present in the data"""
+    heldout_classes: int = 1
+    """extra classes the env knows that never appear in the data (unseen c for out-of-distribution tests)"""
+    episodes_per_class: int = 100
+    """episodes collected for every class c"""
+    noise_levels: Tuple[float, ...] = (0.1, 0.3, 0.6, 1.0)
+    """std of the Gaussian action noise of each goal-seeking behaviour policy (graded quality)"""
+    random_policy: bool = True
+    """also use a uniform-random behaviour policy"""
+    env: ToyEnvConfig = field(default_factory=ToyEnvConfig)
+    """parameters of the env (its seed fixes the dynamics, shared by every dataset seed)"""
+
+
+def behavior_table(cfg: ToyConfig) -> list:
+    table = [{"name": "goal_seeking", "noise_std": float(s), "label": f"goal+N(0,{s}²)"} for s in cfg.noise_levels]
+    if cfg.random_policy:
+        table.append({"name": "uniform_random", "label": "uniform random"})
+    if not table:
+        raise ValueError("no behavior policy: give --toy.noise-levels or --toy.random-policy")
+    return table
+
+
+def collect(cfg: ToyConfig, name: str, seed: int) -> dict:
+    """Collect every episode in parallel: classes c = 0 … n_classes-1, `episodes_per_class` episodes each, behaviour
+    policies assigned round-robin within every class (the goal-seeking controller plus Gaussian action noise of std
+    `noise_levels[i]`, and uniform random actions). Returns the arrays (without the D_E split) and the env spec."""
+    if name:
+        raise ValueError(f"the toy env has no task name (got 'toy:{name}')")
+    if cfg.n_classes < 1 or cfg.episodes_per_class < 1 or cfg.heldout_classes < 0:
+        raise ValueError("need --toy.n-classes >= 1, --toy.episodes-per-class >= 1, --toy.heldout-classes >= 0")
+    rng = np.random.default_rng(seed)
+    env = ToyCausalNav(cfg.n_classes + cfg.heldout_classes, cfg.env)
+    behaviors = behavior_table(cfg)
+    E, T = cfg.n_classes * cfg.episodes_per_class, cfg.env.episode_len
+    classes = np.repeat(np.arange(cfg.n_classes), cfg.episodes_per_class)
+    policy_ids = np.tile(np.arange(cfg.episodes_per_class) % len(behaviors), cfg.n_classes)
+    noise_std = np.array([b.get("noise_std", 0.0) for b in behaviors])[policy_ids][:, None]
+    is_random = np.array([b["name"] == "uniform_random" for b in behaviors])[policy_ids][:, None]
+
+    obs = np.zeros((E, T, 2)); act = np.zeros((E, T, 2)); nxt = np.zeros((E, T, 2))
+    rew = np.zeros((E, T)); exo = np.zeros((E, T, 2))
+    s = env.sample_start(E, rng)
+    for t in range(T):
+        a_goal = env.expert_action(s) + noise_std * rng.normal(size=(E, 2))
+        a_rand = rng.uniform(env.action_low, env.action_high, size=(E, 2))
+        a = np.clip(np.where(is_random, a_rand, a_goal), env.action_low, env.action_high)
+        u = env.sample_u(classes, rng)
+        s_next = env.transition(s, a, u)
+        obs[:, t], act[:, t], nxt[:, t], exo[:, t] = s, a, s_next, u
+        rew[:, t] = env.reward(s_next)
+        s = s_next
+
+    # store float32 and make s'_t == s_{t+1} exact after the cast (the contract checks it)
+    obs, act, nxt = obs.astype(np.float32), act.astype(np.float32), nxt.astype(np.float32)
+    obs[:, 1:] = nxt[:, :-1]
+    rew = rew.astype(np.float32)
+    returns = rew.astype(np.float64).sum(axis=1)
+    timeouts = np.zeros((E, T), bool)
+    timeouts[:, -1] = True  # the end of a toy episode is a time limit, never a terminal
+    arrays = {
+        "observations": obs.reshape(E * T, 2),
+        "actions": act.reshape(E * T, 2),
+        "next_observations": nxt.reshape(E * T, 2),
+        "rewards": rew.reshape(E * T),
+        "terminals": np.zeros(E * T, bool),
+        "timeouts": timeouts.reshape(E * T),
+        "episode_ids": np.repeat(np.arange(E), T).astype(np.int64),
+        "aux": np.repeat(classes, T).astype(np.int64),
+        "episode_returns": np.repeat(returns, T).astype(np.float32),
+        "exogenous": exo.reshape(E * T, 2).astype(np.float32),
+        "policy_ids": np.repeat(policy_ids, T).astype(np.int64),
+    }
+    spec = env.spec()
+    spec.update(n_classes=cfg.n_classes,
+                aux_meaning="index of the exogenous-noise class: u ~ N(mu(c), diag sigma2(c)) every step",
+                heldout_classes=list(range(cfg.n_classes, cfg.n_classes + cfg.heldout_classes)),
+                class_table={"u_mean": env.u_mean.tolist(), "u_var": env.u_var.tolist()},
+                target=env.target.tolist(), behavior_policies=behaviors)
+    return {"arrays": arrays, "returns": returns, "classes": classes, "policy_ids": policy_ids, "spec": spec, "rng": rng,
+            "behaviors": behaviors}
+
+
+def make_env(spec: dict) -> "ToyCausalNav":
+    """The toy env a dataset's metadata (or a policy's env record) describes."""
+    return ToyCausalNav(spec["env_n_classes"], ToyEnvConfig(**spec["env_config"]))
+
+
+def rollout(spec: dict, policy: Callable, split: str, classes: Sequence[int], episodes: int, seed: int) -> dict:
+    """Run `episodes` episodes in parallel, classes assigned round-robin (the split only names them here)."""
+    env = make_env(spec)
+    bad = [c for c in classes if not 0 <= c < env.n_classes]
+    if bad:
+        raise ValueError(f"classes {bad} are outside the env's {env.n_classes} classes")
+    rng = np.random.default_rng(seed)
+    ep_classes = np.array([classes[i % len(classes)] for i in range(episodes)])
+    s = env.sample_start(episodes, rng)
+    returns = np.zeros(episodes)
+    for _ in range(env.config.episode_len):
+        a = np.clip(policy(s), env.action_low, env.action_high)
+        s = env.transition(s, a, env.sample_u(ep_classes, rng))
+        returns += env.reward(s)
+    return {"returns": returns, "episode_classes": ep_classes}
+
+
+def reference_policy(spec: dict, kind: str, seed: int) -> Callable:
+    """'expert': the goal-seeking controller; 'random': uniform actions."""
+    env = make_env(spec)
+    if kind == "expert":
+        return env.expert_action
+    rng = np.random.default_rng(seed + 1)
+    return lambda obs: rng.uniform(env.action_low, env.action_high, size=(len(obs), env.act_dim))
+
+
+# ------------------------------------------------------------------------------------------ CLI: class table and rollouts
 @dataclass
 class Args:
     env: ToyEnvConfig

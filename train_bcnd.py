@@ -25,8 +25,8 @@ evaluate.py runs it like any other policy.
 Cost: M rounds × K members × `epochs` passes over |D_all| / K rows, i.e. M · epochs passes over D_all in all
 (defaults 5 × 100 = 500 passes, 5 × 100 × ⌈3000/256⌉ = 6,000 batched steps of K = 5 members on the toy data).
 
-Input: a dataset `.npz` (CONTRACT.md): observations, actions (expert labels are not used).
-Output (in --out-dir): policy.pt (policy artifact, CONTRACT.md), progress.csv (per round: loss, weight spread,
+Input: a dataset `.npz` (docs/contract.md): observations, actions (expert labels are not used).
+Output (in --out-dir): policy.pt (policy artifact, docs/contract.md), progress.csv (per round: loss, weight spread,
 eval return), args.json.
 """
 
@@ -43,9 +43,8 @@ import torch.nn as nn
 import tyro
 
 import contract
-import evaluate
-from evaluate import env_spec
-from train_bc import LOG_STD_MAX, LOG_STD_MIN, MU_MAX, Normalizer, artifact, in_training_eval
+import envs
+from policy import LOG_STD_MAX, LOG_STD_MIN, MU_MAX, Normalizer, artifact, final_eval, in_training_eval
 
 
 @dataclass
@@ -63,8 +62,10 @@ class Args:
     n_rounds: int = 5
     """M, rounds of re-weighting (round 1 is plain BC)"""
     epochs: int = 100
-    """passes of every member over its split in every round (toy: 100 × 5 rounds × ⌈3000/256⌉ = 6,000 batched
-    steps, about the 5,000 steps of the other methods)"""
+    """passes of every member over its split in every round (toy: 100 × 5 rounds × ⌈3000/256⌉ = 6,000 batched steps)"""
+    total_steps: Optional[int] = None
+    """a step budget instead of --epochs, to match the other methods' gradient steps: epochs per round =
+    ⌈total_steps / (n_rounds · ⌈|D_k| / batch_size⌉)⌉ (toy, 5,000 steps: ⌈5000 / (5 · 12)⌉ = 84 epochs)"""
     batch_size: int = 256
     """minibatch size of every member"""
     lr: float = 1e-3
@@ -82,7 +83,7 @@ class Args:
     eval_seed: int = 50_000
     """seed of the evaluations during training (apart from the final evaluation seeds)"""
     final_eval: Optional[str] = None
-    """after training, evaluate the saved policy (evaluate.py) and write its JSON here; `{split}` becomes train/heldout"""
+    """after training, evaluate the saved policy (as evaluate.py does) and write its JSON here; `{split}` becomes train/heldout"""
     final_eval_episodes: int = 100
     """episodes per split of that final evaluation"""
     threads: int = 1
@@ -160,8 +161,8 @@ def main(args: Args) -> dict:
     aug = data["augmented"] if "augmented" in data else np.zeros(len(data["rewards"]), bool)
     method = args.method or ("bcnd_ca" if aug.any() else "bcnd")
     N, K = len(data["rewards"]), args.n_policies
-    if not (K >= 1 and args.n_rounds >= 1 and args.epochs >= 1):
-        raise ValueError("--n-policies, --n-rounds and --epochs must be at least 1")
+    if not (K >= 1 and args.n_rounds >= 1 and args.epochs >= 1 and (args.total_steps or 1) >= 1):
+        raise ValueError("--n-policies, --n-rounds, --epochs and --total-steps must be at least 1")
     if N < K:
         raise ValueError(f"{args.dataset}: {N} rows are too few for K={K} disjoint splits")
     torch.set_num_threads(args.threads)
@@ -175,16 +176,17 @@ def main(args: Args) -> dict:
     splits = np.array_split(rng.permutation(N), K)  # disjoint D_1 … D_K
     size = min(len(s) for s in splits)
     steps_per_epoch = math.ceil(size / args.batch_size)
+    epochs = math.ceil(args.total_steps / (args.n_rounds * steps_per_epoch)) if args.total_steps else args.epochs
     log_r = torch.zeros(N, device=device)  # log R⁰ ≡ 0
-    spec = env_spec(meta)
+    spec = envs.env_spec(meta)
     print(f"{method}: {N} rows ({aug.sum()} augmented) in K={K} splits of ≥{size}, M={args.n_rounds} rounds × "
-          f"{args.epochs} epochs = {args.n_rounds * args.epochs * steps_per_epoch} batched steps ({args.dataset})")
+          f"{epochs} epochs = {args.n_rounds * epochs * steps_per_epoch} batched steps ({args.dataset})")
 
     log, t0 = [], time.time()
     for m in range(1, args.n_rounds + 1):
         ens = GaussianEnsemble(K, meta["obs_dim"], meta["act_dim"], args.hidden, args.n_hidden).to(device)  # fresh init
         opt = torch.optim.AdamW(ens.parameters(), lr=args.lr, weight_decay=args.weight_decay)
-        for _ in range(args.epochs):
+        for _ in range(epochs):
             perms = [rng.permutation(s)[:size] for s in splits]  # one epoch over every member's split
             for j in range(steps_per_epoch):
                 idx = torch.as_tensor(np.stack([p[j * args.batch_size:(j + 1) * args.batch_size] for p in perms]), device=device)
@@ -214,7 +216,7 @@ def main(args: Args) -> dict:
     contract.save_json(os.path.join(args.out_dir, "args.json"), asdict(args))
     contract.save_csv(os.path.join(args.out_dir, "progress.csv"), log)
     if args.final_eval:
-        evaluate.evaluate_saved(os.path.join(args.out_dir, "policy.pt"), spec, args.final_eval_episodes, args.final_eval)
+        final_eval(os.path.join(args.out_dir, "policy.pt"), spec, args.final_eval_episodes, args.final_eval)
     return {"method": method, "log": log, "log_r": log_r.cpu().numpy()}  # log R^M of every row, for diagnostics
 
 

@@ -13,7 +13,7 @@ A time limit (dm_control's 1000 steps) is a truncation: it never zeroes the boot
 Envs: `dmc:<domain>-<task>` (dmc_env.DMCEnv, the clean env: no action perturbation while training) and
 `cw:<task>` (cw_env.CWEnv, for CausalWorld tasks without a shipped expert; slow on a CPU).
 
-Output (--out-dir): snapshots/step_<n>.pt (policy artifacts, CONTRACT.md: the actor's mean head, identity
+Output (--out-dir): snapshots/step_<n>.pt (policy artifacts, docs/contract.md: the actor's mean head, identity
 normalisation, with `train_step` and `eval_return`), progress.csv (step, episode return, evaluation return, losses,
 steps/s), returns.png (returns against env steps), args.json, and checkpoint.pt + replay.npz for `--resume`.
 """
@@ -31,6 +31,7 @@ import torch.nn.functional as F
 import tyro
 
 import contract
+import envs
 
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
 
@@ -82,7 +83,7 @@ class Args:
 
 
 def make_env(env_id: str, seed: int):
-    backend, _, name = env_id.partition(":")
+    backend, name = envs.parse_env_id(env_id)
     if backend == "dmc":
         from dmc_env import DMCEnv
         return DMCEnv(name, seed)

@@ -15,7 +15,7 @@ counterfactual rows (uniformly over their union, or a fixed share with `--aug-fr
 the collected non-expert rows. Batches of `batch_size` from each side. Observations are standardised with the
 mean/std of all training rows (+1e-3).
 
-Output (in --out-dir): policy.pt (policy artifact, CONTRACT.md), progress.csv (losses, d on both sides, eval
+Output (in --out-dir): policy.pt (policy artifact, docs/contract.md), progress.csv (losses, d on both sides, eval
 return), args.json.
 """
 
@@ -31,9 +31,8 @@ import torch.nn as nn
 import tyro
 
 import contract
-import evaluate
-from evaluate import env_spec
-from train_bc import Actor, Normalizer, artifact, in_training_eval
+import envs
+from policy import Actor, Normalizer, artifact, final_eval, in_training_eval
 
 LOG_PI_MIN, LOG_PI_MAX, D_MIN, D_MAX = -20.0, 10.0, 0.1, 0.9
 
@@ -82,11 +81,11 @@ class Args:
     eval_seed: int = 50_000
     """seed of the evaluations during training (apart from the final evaluation seeds)"""
     final_eval: Optional[str] = None
-    """after training, evaluate the saved policy (evaluate.py) and write its JSON here; `{split}` becomes train/heldout"""
+    """after training, evaluate the saved policy (as evaluate.py does) and write its JSON here; `{split}` becomes train/heldout"""
     final_eval_episodes: int = 100
     """episodes per split of that final evaluation"""
     act_eps: float = 1e-6
-    """actions are clipped to ±(1 - act_eps) before atanh in the actor's likelihood (train_bc.py --act-eps)"""
+    """actions are clipped to ±(1 - act_eps) before atanh in the actor's likelihood (policy.Actor)"""
     threads: int = 1
     """torch CPU threads"""
     cuda: bool = False
@@ -164,7 +163,7 @@ def main(args: Args) -> dict:
     disc = Discriminator(meta["obs_dim"], meta["act_dim"]).to(device)
     actor_opt = torch.optim.Adam(actor.parameters(), lr=args.actor_lr, weight_decay=args.actor_weight_decay)
     disc_opt = torch.optim.Adam(disc.parameters(), lr=args.disc_lr)
-    spec = env_spec(meta)
+    spec = envs.env_spec(meta)
     eta = 0.3 if args.adaptive_eta else args.eta
     print(f"{method}: D_E {len(exp_rows)} collected + {len(aug_rows)} augmented rows, D_U {len(unl_rows)} rows ({args.dataset})")
 
@@ -203,7 +202,7 @@ def main(args: Args) -> dict:
     contract.save_json(os.path.join(args.out_dir, "args.json"), asdict(args))
     contract.save_csv(os.path.join(args.out_dir, "progress.csv"), log)
     if args.final_eval:
-        evaluate.evaluate_saved(os.path.join(args.out_dir, "policy.pt"), spec, args.final_eval_episodes, args.final_eval)
+        final_eval(os.path.join(args.out_dir, "policy.pt"), spec, args.final_eval_episodes, args.final_eval)
     return {"method": method, "log": log}
 
 

@@ -7,13 +7,14 @@ Model (all Gaussians diagonal; s, a and Δ = s' - s are normalised with D_all st
     encoder  q(u | s, a, s', c) = N(g(s, a, Δ, c), exp v(s, a, Δ, c))                               (Eq. 3)
     decoder  p(s' | s, a, u)  = N(s + f(s, a, u), σ²_dec)   i.e. s' = f(s, a, u) + ε on the Δ scale
     ELBO     E_q[log p(s' | s, a, u)] - KL(q(u | s, a, s', c) ‖ p(u | c))                          (Eq. 4)
-The KL between two diagonal Gaussians is taken in closed form; the reconstruction term uses one sample.
+The KL between two diagonal Gaussians is taken in closed form; the reconstruction term uses one sample. The network
+itself (`IVAE`, an ensemble of the restarts in one batched matmul) lives in ivae.py, which augment.py rebuilds too.
 
 Identifiability (iVAE Thm 1) needs n·k + 1 distinct values of c: with n = 2 latent dims, 5 classes when the prior
 moves mean and variance (k = 2), 3 when it moves the variance only (k = 1). Each fit runs `restarts` times from
 different seeds and keeps the restart with the best ELBO on D_all (never the best MCC).
 
-Input:  a dataset `.npz` (CONTRACT.md); every transition of D_all (collected rows) is used.
+Input:  a dataset `.npz` (docs/contract.md); every transition of D_all (collected rows) is used.
 Output (in --out-dir):
     ivae.pt          checkpoint (kind "ivae"): state_dict, config, args, dataset fingerprint, ELBO; loaded by augment.py
     latents.npz      u_mean, u_logvar [N, d] posterior of every row, aux, expert, and exogenous (true u) if known;
@@ -34,11 +35,11 @@ from typing import Literal, Optional
 
 import numpy as np
 import torch
-import torch.nn as nn
 import tyro
 from scipy.optimize import linear_sum_assignment
 
 import contract
+from ivae import IVAE
 
 
 @dataclass
@@ -83,99 +84,6 @@ class Args:
     """use CUDA when available"""
     force: bool = False
     """re-fit even if --out-dir already holds a fit with the same arguments"""
-
-
-class EnsembleLinear(nn.Module):
-    """`members` independent linear layers applied in one batched matmul: [E, B, inp] -> [E, B, out]."""
-
-    def __init__(self, members: int, inp: int, out: int):
-        super().__init__()
-        bound = 1 / np.sqrt(inp)  # nn.Linear's default initialisation range
-        self.weight = nn.Parameter(torch.empty(members, inp, out).uniform_(-bound, bound))
-        self.bias = nn.Parameter(torch.empty(members, 1, out).uniform_(-bound, bound))
-
-    def forward(self, x):
-        return torch.baddbmm(self.bias, x, self.weight)
-
-
-def mlp(members: int, inp: int, out: int, hidden: int, n_hidden: int) -> nn.Sequential:
-    layers, d = [], inp
-    for _ in range(n_hidden):
-        layers += [EnsembleLinear(members, d, hidden), nn.LeakyReLU(0.1)]
-        d = hidden
-    layers.append(EnsembleLinear(members, d, out))
-    return nn.Sequential(*layers)
-
-
-class IVAE(nn.Module):
-    """Conditional iVAE, as an ensemble of `members` independent models trained side by side (the restarts).
-    Public methods take raw (unnormalised) s, a, s' of shape [B, dim] (or [E, B, dim]) and int classes c [B]
-    (or [E, B]), and return [E, B, dim]. `member(k)` extracts one model (E = 1), as saved in checkpoints."""
-
-    def __init__(self, obs_dim: int, act_dim: int, n_classes: int, latent_dim: int, hidden: int = 64,
-                 n_hidden: int = 2, prior: str = "conditional", prior_mean: bool = True, decoder_var: float = 0.01,
-                 encoder_c: bool = True, members: int = 1):
-        super().__init__()
-        self.config = dict(obs_dim=obs_dim, act_dim=act_dim, n_classes=n_classes, latent_dim=latent_dim,
-                           hidden=hidden, n_hidden=n_hidden, prior=prior, prior_mean=prior_mean, decoder_var=decoder_var,
-                           encoder_c=encoder_c)
-        self.members, self.n_classes, self.latent_dim, self.encoder_c = members, n_classes, latent_dim, encoder_c
-        self.encoder = mlp(members, 2 * obs_dim + act_dim + (n_classes if encoder_c else 0), 2 * latent_dim, hidden, n_hidden)
-        self.decoder = mlp(members, obs_dim + act_dim + latent_dim, obs_dim, hidden, n_hidden)
-        n_prior = n_classes if prior == "conditional" else 1
-        self.prior_mean = nn.Parameter(torch.zeros(members, n_prior, latent_dim), requires_grad=(prior == "conditional" and prior_mean))
-        self.prior_logvar = nn.Parameter(torch.zeros(members, n_prior, latent_dim), requires_grad=(prior == "conditional"))
-        self.register_buffer("decoder_logvar", torch.full((obs_dim,), float(np.log(decoder_var))))
-        for name, dim in (("obs", obs_dim), ("act", act_dim), ("delta", obs_dim)):
-            self.register_buffer(f"{name}_mean", torch.zeros(dim))
-            self.register_buffer(f"{name}_std", torch.ones(dim))
-
-    def set_normalizer(self, obs: np.ndarray, act: np.ndarray, next_obs: np.ndarray) -> None:
-        for name, x in (("obs", obs), ("act", act), ("delta", next_obs - obs)):
-            getattr(self, f"{name}_mean").copy_(torch.as_tensor(x.mean(0)))
-            getattr(self, f"{name}_std").copy_(torch.as_tensor(x.std(0) + 1e-6))
-
-    def member(self, k: int) -> "IVAE":
-        """A single-model IVAE holding member k's weights."""
-        single = IVAE(**self.config, members=1).to(self.decoder_logvar.device)
-        params = dict(self.named_parameters())  # parameters carry the member dim first; buffers are shared
-        single.load_state_dict({name: (v[k:k + 1] if name in params else v) for name, v in self.state_dict().items()})
-        return single
-
-    def _expand(self, x):
-        return x.expand(self.members, *x.shape) if x.dim() == 2 else x
-
-    def _inputs(self, s, a):
-        return self._expand((s - self.obs_mean) / self.obs_std), self._expand((a - self.act_mean) / self.act_std)
-
-    def encode(self, s, a, s_next, c):
-        """Posterior q(u | s, a, s', c): returns (mean, logvar) [E, B, d]."""
-        sn, an = self._inputs(s, a)
-        dn = self._expand((s_next - s - self.delta_mean) / self.delta_std)
-        parts = [sn, an, dn]
-        if self.encoder_c:
-            parts.append(nn.functional.one_hot(self._expand_c(c), self.n_classes).float())
-        mean, logvar = self.encoder(torch.cat(parts, -1)).chunk(2, -1)
-        return mean, logvar.clamp(-12, 6)
-
-    def _expand_c(self, c):
-        return c.expand(self.members, *c.shape) if c.dim() == 1 else c
-
-    def decode_delta(self, s, a, u):
-        """Mean of the normalised Δ = (s' - s - mean) / std under p(s' | s, a, u) [E, B, obs_dim]."""
-        sn, an = self._inputs(s, a)
-        return self.decoder(torch.cat([sn, an, self._expand(u)], -1))
-
-    def decode(self, s, a, u):
-        """s' = f(s, a, u): the decoder mean in raw state units (used by counterfactual augmentation)."""
-        return s + self.decode_delta(s, a, u) * self.delta_std + self.delta_mean
-
-    def prior(self, c):
-        """p(u | c): (mean, logvar) [E, B, d]; the standard prior ignores c."""
-        c = self._expand_c(c)
-        idx = c if self.prior_mean.shape[1] > 1 else torch.zeros_like(c)
-        members = torch.arange(self.members, device=c.device)[:, None]
-        return self.prior_mean[members, idx], self.prior_logvar[members, idx]
 
 
 def gaussian_log_prob(x, mean, logvar):
@@ -272,7 +180,8 @@ def fit(args: Args, prior: str, data: dict, tensors, device) -> dict:
 
 
 def draw_fig3(path: str, data: dict, panels: list, n_plot: int, seed: int) -> None:
-    """Fig. 3: true u coloured by c, then each posterior mean, matched to the true dims by the MCC matching."""
+    """Fig. 3: true u coloured by c, then each posterior mean with its dims reordered and sign-flipped to the true
+    dims by the MCC matching (the posterior is identifiable only up to permutation and scaling), so panels compare."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -292,7 +201,9 @@ def draw_fig3(path: str, data: dict, panels: list, n_plot: int, seed: int) -> No
             else:
                 ax.scatter(z[idx][c == k, 0], z[idx][c == k, 1], s=3, alpha=0.5, color=f"C{k}", label=f"c={k}")
         ax.set_title(title, fontsize=10)
-        ax.set_xlabel("dim 1"), ax.set_ylabel("dim 2" if z.shape[1] > 1 else "rows")
+        matched = "exogenous" in data and title != "true u"  # posterior dims reordered and sign-flipped to match u
+        names = [f"posterior dim matched to u{i + 1}" if matched else f"u{i + 1}" for i in range(2)]
+        ax.set_xlabel(names[0]), ax.set_ylabel(names[1] if z.shape[1] > 1 else "rows")
     np.atleast_1d(axes)[0].legend(markerscale=4, fontsize=7)
     fig.tight_layout()
     contract.save_figure(path, fig)

@@ -13,12 +13,12 @@ Per step, with a batch of expert (s_E, s'_E), a batch (s, a, s') of D_all and a 
     omits -log B, a constant, as the official code does);
   * policy: w = exp((A - max A) / (1 + α)), w ← w / mean(w), L_π = -E_U[sg(w) · log π(a | s)].
 All three networks step every iteration from the same batch. Networks 2×256 ReLU, he-normal initialisation,
-cost and ν without a last-layer bias; the policy is the tanh-Gaussian actor of train_bc.py. Observations are
+cost and ν without a last-layer bias; the policy is the tanh-Gaussian actor of policy.py. Observations are
 standardised with D_U's mean/std (+1e-3) (the official "imperfect" data); initial states are each episode's first row.
 On an augmented dataset the counterfactual rows join the expert (s, s') side and the union (method `lobsdice_ca`).
 
-Input: a dataset `.npz` (CONTRACT.md): observations, next_observations, actions (union only), expert, episode_ids.
-Output (in --out-dir): policy.pt (policy artifact, CONTRACT.md), progress.csv (losses, cost on both sides,
+Input: a dataset `.npz` (docs/contract.md): observations, next_observations, actions (union only), expert, episode_ids.
+Output (in --out-dir): policy.pt (policy artifact, docs/contract.md), progress.csv (losses, cost on both sides,
 weight spread, eval return), args.json.
 """
 
@@ -34,9 +34,8 @@ import torch.nn as nn
 import tyro
 
 import contract
-import evaluate
-from evaluate import env_spec
-from train_bc import Actor, Normalizer, artifact, in_training_eval
+import envs
+from policy import Actor, Normalizer, artifact, final_eval, in_training_eval
 
 EPS2 = 1e-3  # inside the cost's log, as in the official code
 
@@ -80,11 +79,11 @@ class Args:
     eval_seed: int = 50_000
     """seed of the evaluations during training (apart from the final evaluation seeds)"""
     final_eval: Optional[str] = None
-    """after training, evaluate the saved policy (evaluate.py) and write its JSON here; `{split}` becomes train/heldout"""
+    """after training, evaluate the saved policy (as evaluate.py does) and write its JSON here; `{split}` becomes train/heldout"""
     final_eval_episodes: int = 100
     """episodes per split of that final evaluation"""
     act_eps: float = 1e-6
-    """actions are clipped to ±(1 - act_eps) before atanh in the actor's likelihood (train_bc.py --act-eps)"""
+    """actions are clipped to ±(1 - act_eps) before atanh in the actor's likelihood (policy.Actor)"""
     threads: int = 1
     """torch CPU threads"""
     cuda: bool = False
@@ -170,7 +169,7 @@ def main(args: Args) -> dict:
     cost_opt = torch.optim.Adam(cost.parameters(), lr=args.cost_lr)
     nu_opt = torch.optim.Adam(nu.parameters(), lr=args.nu_lr)
     actor_opt = torch.optim.Adam(actor.parameters(), lr=args.actor_lr)
-    spec = env_spec(meta)
+    spec = envs.env_spec(meta)
     print(f"{method}: expert (s, s') {len(exp_rows)} rows ({aug.sum()} augmented), union {N} rows, "
           f"{len(init_rows)} initial states ({args.dataset})")
 
@@ -218,7 +217,7 @@ def main(args: Args) -> dict:
     contract.save_json(os.path.join(args.out_dir, "args.json"), asdict(args))
     contract.save_csv(os.path.join(args.out_dir, "progress.csv"), log)
     if args.final_eval:
-        evaluate.evaluate_saved(os.path.join(args.out_dir, "policy.pt"), spec, args.final_eval_episodes, args.final_eval)
+        final_eval(os.path.join(args.out_dir, "policy.pt"), spec, args.final_eval_episodes, args.final_eval)
     return {"method": method, "log": log}
 
 

@@ -10,10 +10,10 @@ CORL's iql.py and the orax ORIL+IQL config) learns the policy:
     L_V = E[|τ - 1(q - V(s) < 0)| (q - V(s))²],  q = min_i Q̄_i(s, a)              (expectile τ)
     L_Q = Σ_i E[(r + γ (1 - terminal) V(s') - Q_i(s, a))²]                       (timeouts bootstrap)
     L_π = E[min(exp(β (q - V(s))), 100) · ℓ(s, a)],  ℓ = -Σ_j log π_j(a_j | s)   (advantage-weighted regression)
-with twin target critics Q̄ following Q by Polyak averaging. The policy is the tanh-Gaussian actor of train_bc.py.
+with twin target critics Q̄ following Q by Polyak averaging. The policy is the tanh-Gaussian actor of policy.py.
 
-Input: a dataset `.npz` (CONTRACT.md): observations, actions, next_observations, terminals, expert, augmented.
-Output (in --out-dir): policy.pt (policy artifact, CONTRACT.md), progress.csv (losses, R on D_E and D_U, eval
+Input: a dataset `.npz` (docs/contract.md): observations, actions, next_observations, terminals, expert, augmented.
+Output (in --out-dir): policy.pt (policy artifact, docs/contract.md), progress.csv (losses, R on D_E and D_U, eval
 return), args.json.
 """
 
@@ -29,9 +29,8 @@ import torch.nn as nn
 import tyro
 
 import contract
-import evaluate
-from evaluate import env_spec
-from train_bc import Actor, Normalizer, artifact, in_training_eval
+import envs
+from policy import Actor, Normalizer, artifact, final_eval, in_training_eval
 
 R_MIN, R_MAX, EXP_ADV_MAX = 0.1, 0.9, 100.0
 
@@ -46,8 +45,9 @@ class Args:
     """label stored in the policy (default: oril_ca on an augmented dataset, else oril)"""
     seed: int = 0
     """seed of the initialisation and minibatches"""
-    reward_steps: int = 2_000
-    """gradient steps of the reward model R_ψ (stage 1), batches of `batch_size` from D_E and from D_U"""
+    reward_steps: Optional[int] = None
+    """gradient steps of the reward model R_ψ (stage 1), batches of `batch_size` from D_E and from D_U
+    (default: 0.4 × total_steps, rounded down: 2,000 for the default 5,000)"""
     eta: float = 0.5
     """class prior η of the positive–unlabelled reward loss (ORIL Eq. 5)"""
     pu: bool = True
@@ -81,11 +81,11 @@ class Args:
     eval_seed: int = 50_000
     """seed of the evaluations during training (apart from the final evaluation seeds)"""
     final_eval: Optional[str] = None
-    """after training, evaluate the saved policy (evaluate.py) and write its JSON here; `{split}` becomes train/heldout"""
+    """after training, evaluate the saved policy (as evaluate.py does) and write its JSON here; `{split}` becomes train/heldout"""
     final_eval_episodes: int = 100
     """episodes per split of that final evaluation"""
     act_eps: float = 1e-6
-    """actions are clipped to ±(1 - act_eps) before atanh in the actor's likelihood (train_bc.py --act-eps)"""
+    """actions are clipped to ±(1 - act_eps) before atanh in the actor's likelihood (policy.Actor)"""
     threads: int = 1
     """torch CPU threads"""
     cuda: bool = False
@@ -167,14 +167,15 @@ def main(args: Args) -> dict:
     act = torch.as_tensor(norm.act(data["actions"]), device=device)
     done = torch.as_tensor(data["terminals"], dtype=torch.float32, device=device)
     obs_dim, act_dim, N = meta["obs_dim"], meta["act_dim"], len(obs)
-    spec = env_spec(meta)
+    spec = envs.env_spec(meta)
     print(f"{method}: D_E {len(exp_rows)} rows ({aug.sum()} augmented), D_U {len(unl_rows)} rows ({args.dataset})")
     t0 = time.time()
 
     # stage 1: the reward model, PU loss (ORIL Eq. 5)
     reward_model = RewardModel(obs_dim, act_dim, args.hidden, args.n_hidden).to(device)
     r_opt = torch.optim.Adam(reward_model.parameters(), lr=args.reward_lr)
-    for step in range(1, args.reward_steps + 1):
+    reward_steps = args.reward_steps if args.reward_steps is not None else args.total_steps * 2 // 5
+    for step in range(1, reward_steps + 1):
         ie = torch.as_tensor(rng.choice(exp_rows, args.batch_size), device=device)
         iu = torch.as_tensor(rng.choice(unl_rows, args.batch_size), device=device)
         r_loss = pu_reward_loss(reward_model(obs[ie], act[ie]), reward_model(obs[iu], act[iu]), args.eta, args.pu)
@@ -184,7 +185,7 @@ def main(args: Args) -> dict:
     with torch.no_grad():  # relabel D_all once with the frozen R_ψ
         reward = reward_model(obs, act)
     r_e, r_u = reward[exp_rows].mean().item(), reward[unl_rows].mean().item()
-    print(f"[{method}] reward model: {args.reward_steps} steps, loss {r_loss.item():.3f}, mean R on D_E {r_e:.2f}, "
+    print(f"[{method}] reward model: {reward_steps} steps, loss {r_loss.item():.3f}, mean R on D_E {r_e:.2f}, "
           f"on D_U {r_u:.2f}  ({time.time() - t0:.0f} s)", flush=True)
 
     # stage 2: IQL on the relabelled data
@@ -238,7 +239,7 @@ def main(args: Args) -> dict:
     contract.save_json(os.path.join(args.out_dir, "args.json"), asdict(args))
     contract.save_csv(os.path.join(args.out_dir, "progress.csv"), log)
     if args.final_eval:
-        evaluate.evaluate_saved(os.path.join(args.out_dir, "policy.pt"), spec, args.final_eval_episodes, args.final_eval)
+        final_eval(os.path.join(args.out_dir, "policy.pt"), spec, args.final_eval_episodes, args.final_eval)
     return {"method": method, "log": log, "r_expert": r_e, "r_unlabelled": r_u}
 
 

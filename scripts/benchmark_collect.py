@@ -24,6 +24,7 @@ sys.path.insert(0, ROOT)
 os.environ.setdefault("MUJOCO_GL", "egl")
 
 import collect_data  # noqa: E402
+import envs  # noqa: E402
 import dmc_env  # noqa: E402
 
 
@@ -54,7 +55,7 @@ def raw_rate(name: str, steps: int) -> float:
 
 
 def main(args: Args) -> dict:
-    backend, name = collect_data.parse_env_id(args.env)
+    backend, name = envs.parse_env_id(args.env)
     if backend != "dmc":
         raise SystemExit("error: this benchmark covers dmc:<domain>-<task> envs")
     raw_before = raw_rate(name, args.raw_steps)

@@ -1,4 +1,10 @@
+"""Shared test helpers: the repo on sys.path, one subprocess runner for every script, and tiny session fixtures.
+
+Markers (pytest.ini): `slow` (over ~30 s on a 2-core CPU), `dmc` (needs dm_control), `cw` (needs causal-world);
+e.g. `bash scripts/test.sh -m "not slow"` for a quick pass.
+"""
 import os
+import subprocess
 import sys
 
 import pytest
@@ -7,13 +13,30 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 
+def run(*argv, ok=True, env=None, timeout=600):
+    """Run `python <argv>` from the repo root as a user would; with ok=True, fail the test on a non-zero exit
+    (showing its output). Returns the CompletedProcess (stdout, stderr as text)."""
+    proc = subprocess.run([sys.executable, *argv], cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **(env or {})})
+    if ok:
+        assert proc.returncode == 0, f"{argv} exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    return proc
+
+
+def one_line_error(proc, words: str) -> bool:
+    """A refused input: non-zero exit and exactly one line on stderr that contains `words`."""
+    lines = proc.stderr.strip().splitlines()
+    return proc.returncode != 0 and len(lines) == 1 and words in lines[0]
+
+
 @pytest.fixture(scope="session")
 def tiny_dataset(tmp_path_factory):
     """A small valid toy dataset written by collect_data.main (2 classes, 6 episodes each)."""
     import collect_data
+    from toy_env import ToyConfig
 
     path = str(tmp_path_factory.mktemp("data") / "tiny.npz")
-    collect_data.main(collect_data.Args(out=path, n_classes=2, episodes_per_class=6, seed=3))
+    collect_data.main(collect_data.Args(out=path, toy=ToyConfig(n_classes=2, episodes_per_class=6), seed=3))
     return path
 
 

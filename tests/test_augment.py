@@ -5,7 +5,8 @@ import torch
 
 import augment
 import contract
-from train_ivae import IVAE
+from ivae import IVAE
+from toy_env import ToyConfig
 
 
 @pytest.fixture(scope="module")
@@ -96,7 +97,7 @@ def test_errors(augmented, tiny_dataset, tiny_ivae, tmp_path):
     import collect_data
 
     other = str(tmp_path / "other.npz")
-    collect_data.main(collect_data.Args(out=other, n_classes=2, episodes_per_class=6, seed=99))
+    collect_data.main(collect_data.Args(out=other, toy=ToyConfig(n_classes=2, episodes_per_class=6), seed=99))
     with pytest.raises(contract.ContractError, match="fit on another dataset"):
         augment.main(augment.Args(dataset=other, ivae=tiny_ivae, out=str(tmp_path / "x.npz")))
     with pytest.raises(ValueError, match="already augmented"):

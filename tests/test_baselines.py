@@ -2,8 +2,6 @@
 in-process runs of each main() on a tiny dataset, and subprocess smoke runs with their one-line errors."""
 import json
 import math
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -14,7 +12,7 @@ import contract
 import train_bcnd as BCND
 import train_lobsdice as L
 import train_oril as O
-from conftest import ROOT
+from conftest import one_line_error, run
 
 # ORIL ---------------------------------------------------------------------------------------------------------------
 def test_pu_reward_loss_by_hand():
@@ -150,24 +148,20 @@ def test_bcnd_logs_every_round(tiny_dataset, tmp_path):
 
 
 # subprocess smoke runs and errors -----------------------------------------------------------------------------------
-def run(*argv):
-    return subprocess.run([sys.executable, *argv], cwd=ROOT, capture_output=True, text=True, timeout=300)
-
-
 def test_scripts_run_and_fail_in_one_line(tiny_dataset, tmp_path):
     small = ["--hidden", "16", "--eval-episodes", "2"]
     for script, extra, tag in (("train_oril.py", ["--reward-steps", "10", "--total-steps", "10"], "[oril]"),
                                ("train_bcnd.py", ["--n-policies", "2", "--n-rounds", "1", "--epochs", "1"], "[bcnd]"),
                                ("train_lobsdice.py", ["--total-steps", "10"], "[lobsdice]")):
-        proc = run(script, "--dataset", tiny_dataset, "--out-dir", str(tmp_path / script), *small, *extra)
+        proc = run(script, "--dataset", tiny_dataset, "--out-dir", str(tmp_path / script), *small, *extra, ok=False)
         assert proc.returncode == 0 and tag in proc.stdout, proc.stdout + proc.stderr
     all_expert = str(tmp_path / "all_expert.npz")
     arrays = dict(np.load(tiny_dataset))
     contract.save_npz(all_expert, {**arrays, "expert": np.ones_like(arrays["expert"])})
     for argv, words in ((("train_oril.py", "--dataset", all_expert), "D_U is empty"),
                         (("train_bcnd.py", "--dataset", tiny_dataset, "--n-policies", "0"), "at least 1")):
-        proc = run(*argv, "--out-dir", str(tmp_path / "x"))
-        assert proc.returncode != 0 and words in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+        proc = run(*argv, "--out-dir", str(tmp_path / "x"), ok=False)
+        assert one_line_error(proc, words), proc.stderr
     assert not (tmp_path / "x").exists()
 
 

@@ -1,14 +1,12 @@
 """The dataset contract (contract.py): validation errors are one line naming the file and the problem."""
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 import contract
-from conftest import ROOT
+from conftest import run
 
 
 def raw(path):
@@ -158,8 +156,7 @@ def test_cli_reports_one_line_error(tiny_dataset, tmp_path):
     arrays = raw(tiny_dataset)
     del arrays["actions"]
     bad = write(tmp_path, arrays)
-    proc = subprocess.run([sys.executable, "train_ivae.py", "--dataset", bad, "--out-dir", str(tmp_path / "run")],
-                          cwd=ROOT, capture_output=True, text=True)
+    proc = run("train_ivae.py", "--dataset", bad, "--out-dir", str(tmp_path / "run"), ok=False)
     assert proc.returncode != 0
-    assert proc.stderr.strip() == f"error: {bad}: missing required key 'actions' (see CONTRACT.md)"
+    assert proc.stderr.strip() == f"error: {bad}: missing required key 'actions' (see docs/contract.md)"
     assert not (tmp_path / "run").exists()

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-import train_bc
+import policy
 import train_dwbc as D
 
 
@@ -53,20 +53,20 @@ def test_normalize_log_pi_and_discriminator_range():
 
 def test_actor_log_prob_matches_torch_tanh_normal():
     torch.manual_seed(0)
-    actor = train_bc.Actor(3, 2, hidden=16)
+    actor = policy.Actor(3, 2, hidden=16)
     obs, act = torch.randn(5, 3), torch.rand(5, 2) * 1.8 - 0.9
     mu, log_std = actor(obs)
     ref = torch.distributions.TransformedDistribution(torch.distributions.Normal(mu, log_std.exp()),
                                                       [torch.distributions.TanhTransform()]).log_prob(act)
     torch.testing.assert_close(actor.log_prob(obs, act), ref, atol=1e-4, rtol=1e-4)
-    torch.testing.assert_close(train_bc.bc_loss(actor, obs, act), -ref.sum(-1).mean(), atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(policy.bc_loss(actor, obs, act), -ref.sum(-1).mean(), atol=1e-4, rtol=1e-4)
 
 
 def test_act_eps_is_per_actor():
     """--act-eps clips actions at ±1 to ±(1 - act_eps) in that actor only (no module-wide state)."""
     torch.manual_seed(0)
-    wide = train_bc.Actor(3, 2, hidden=16, act_eps=0.01)
-    narrow = train_bc.Actor(3, 2, hidden=16)
+    wide = policy.Actor(3, 2, hidden=16, act_eps=0.01)
+    narrow = policy.Actor(3, 2, hidden=16)
     narrow.load_state_dict(wide.state_dict())
     obs, one = torch.randn(4, 3), torch.ones(4, 2)
     torch.testing.assert_close(wide.log_prob(obs, one), wide.log_prob(obs, torch.full((4, 2), 0.99)), atol=1e-3, rtol=1e-4)
@@ -74,6 +74,6 @@ def test_act_eps_is_per_actor():
 
 
 def test_normalizer_maps_bounds_to_unit_box():
-    norm = train_bc.Normalizer(np.array([[0.0, 2.0], [2.0, 6.0]]), [-2.0, 0.0], [2.0, 1.0])
+    norm = policy.Normalizer(np.array([[0.0, 2.0], [2.0, 6.0]]), [-2.0, 0.0], [2.0, 1.0])
     np.testing.assert_allclose(norm.act(np.array([[-2.0, 0.0], [2.0, 1.0], [0.0, 0.5]])), [[-1, -1], [1, 1], [0, 0]])
     np.testing.assert_allclose(norm.obs(np.array([[1.0, 4.0]])), [[0, 0]], atol=1e-6)

@@ -7,16 +7,17 @@ import torch
 
 import contract
 import evaluate
+import policy
 import train_bc
 import train_dwbc
 
 
 def make_artifact(obs_dim=2, act_dim=2, env=None):
     torch.manual_seed(0)
-    actor = train_bc.Actor(obs_dim, act_dim, hidden=8)
-    norm = train_bc.Normalizer(np.random.default_rng(0).normal(size=(50, obs_dim)), [-2.0] * act_dim, [1.0] * act_dim)
+    actor = policy.Actor(obs_dim, act_dim, hidden=8)
+    norm = policy.Normalizer(np.random.default_rng(0).normal(size=(50, obs_dim)), [-2.0] * act_dim, [1.0] * act_dim)
     env = env or {"env_id": "toy", "obs_dim": obs_dim, "act_dim": act_dim}
-    return actor, norm, train_bc.artifact(actor, norm, method="m", seed=3, env=env, dataset_fingerprint="f")
+    return actor, norm, policy.artifact(actor, norm, method="m", seed=3, env=env, dataset_fingerprint="f")
 
 
 def test_round_trip_reproduces_the_actor(tmp_path):

@@ -1,0 +1,89 @@
+"""Environments: one interface over the three backends, so a stage never needs to know which one it runs on.
+
+An env id names a backend and a task: `toy` (toy_env.py, OILCA §5.1), `dmc:<domain>-<task>` (dmc_env.py, DeepMind
+Control, §5.2) or `cw:<task>` (cw_env.py, CausalWorld, §5.3). Every backend module provides the same three functions:
+
+    collect(cfg, name, seed)                         -> {"arrays", "returns", "classes", "policy_ids", "behaviors",
+                                                         "spec", "rng"}   (collect_data.py adds the D_E split)
+    rollout(spec, policy, split, classes, episodes, seed) -> {"returns" [E], "episode_classes" [E] or None,
+                                                         "success" [E] (CausalWorld only)}
+    reference_policy(spec, kind, seed)               -> obs [N, obs_dim] -> action [N, act_dim]  ("expert" or "random")
+
+`spec` is the env part of a dataset's metadata (`env_spec`), also stored in every policy artifact, so a policy can
+be rolled out with nothing but itself. Splits name what an evaluation runs on: `train` (the classes of c in the
+data), `heldout` (classes the env knows but the data never showed; toy), or CausalWorld's variable spaces `A`
+(in distribution) and `B` (out of distribution).
+"""
+
+import importlib
+from typing import Callable, Optional, Sequence, Tuple
+
+BACKENDS = {"toy": "toy_env", "dmc": "dmc_env", "cw": "cw_env"}
+DATASET_ONLY = ("schema_version", "collect_args", "seed", "versions", "split")  # metadata that is not the env
+
+
+def parse_env_id(env_id: str) -> Tuple[str, str]:
+    """'toy' -> ('toy', ''), 'dmc:cartpole-swingup' -> ('dmc', 'cartpole-swingup'), 'cw:pushing' -> ('cw', 'pushing')."""
+    backend, _, name = env_id.partition(":")
+    if backend not in BACKENDS or (backend == "toy") != (name == ""):
+        raise ValueError(f"unknown env id '{env_id}': use toy, dmc:<domain>-<task> or cw:<task>")
+    return backend, name
+
+
+def backend(spec: dict) -> str:
+    """The backend ('toy', 'dmc' or 'cw') of an env description."""
+    return parse_env_id(spec["env_id"])[0]
+
+
+def backend_module(env_id: str):
+    """The backend module of an env id (imported on first use: dm_control and CausalWorld load slowly)."""
+    return importlib.import_module(BACKENDS[parse_env_id(env_id)[0]])
+
+
+def env_spec(meta: dict) -> dict:
+    """The part of a dataset's metadata that describes the env (stored in every policy artifact)."""
+    return {k: v for k, v in meta.items() if k not in DATASET_ONLY}
+
+
+def collect(env_id: str, cfg, seed: int) -> dict:
+    """Run the backend's data collection (`cfg` is its config: ToyConfig, DMCConfig or CWConfig)."""
+    return backend_module(env_id).collect(cfg, parse_env_id(env_id)[1], seed)
+
+
+def default_splits(spec: dict) -> tuple:
+    """Every split the env has: ('A', 'B') for CausalWorld, else ('train', 'heldout') or ('train',)."""
+    if backend(spec) == "cw":
+        return ("A", "B")
+    return ("train", "heldout") if spec.get("heldout_classes") else ("train",)
+
+
+def split_classes(spec: dict, split: str, classes: Optional[Sequence[int]] = None) -> list:
+    """The classes of c a split runs on ([] for a CausalWorld space, whose episodes draw their own variables)."""
+    if classes:
+        return [int(c) for c in classes]
+    if backend(spec) == "cw":
+        if split not in ("A", "B"):
+            raise ValueError(f"CausalWorld is evaluated on variable space A or B (--space A B), not '{split}'")
+        return []
+    if split in ("A", "B"):
+        raise ValueError(f"split '{split}' (a CausalWorld variable space) does not exist for '{spec['env_id']}'")
+    if split == "train":
+        return list(range(spec["n_classes"]))
+    if split == "heldout":
+        if not spec.get("heldout_classes"):
+            raise ValueError(f"env '{spec['env_id']}' has no held-out classes of c")
+        return list(spec["heldout_classes"])
+    raise ValueError(f"unknown split '{split}': use train, heldout or --classes")
+
+
+def rollout(spec: dict, policy: Callable, split: str, classes: Sequence[int], episodes: int, seed: int) -> dict:
+    """Roll out `policy` (deterministic, batched) for `episodes` episodes on one split; see the module docstring."""
+    return backend_module(spec["env_id"]).rollout(spec, policy, split, classes, episodes, seed)
+
+
+def reference_policy(spec: dict, kind: str, seed: int) -> Callable:
+    """The env's expert (toy: its goal-seeking controller; DeepMind Control: the most trained behaviour snapshot;
+    CausalWorld: the expert the data was collected with), an upper reference, or uniform random actions (a lower one)."""
+    if kind not in ("expert", "random"):
+        raise ValueError(f"unknown reference policy '{kind}': use expert or random")
+    return backend_module(spec["env_id"]).reference_policy(spec, kind, seed)
