@@ -36,6 +36,25 @@ def episode_table(data: dict):
     return returns, expert, policy
 
 
+def legend_order(policy_ids, behaviors: list) -> list:
+    """The behaviour ids present, in numeric order of what tells them apart: snapshots by training step, noisy
+    controllers by noise level, both numerically (a dataset collected from `ls step_*.pt` lists step_100000 before
+    step_20000); kinds keep their first-listed order (e.g. uniform random last), unknown ids go last by id."""
+    kinds = {}
+    for b in behaviors:
+        kinds.setdefault(b.get("name"), len(kinds))
+
+    def key(p: int):
+        if not 0 <= p < len(behaviors):
+            return (len(kinds), 0.0, 0.0, p)
+        b = behaviors[p]
+        num = [float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else 0.0
+               for v in (b.get("train_step"), b.get("noise_std"))]
+        return (kinds[b.get("name")], *num, p)
+
+    return sorted((int(p) for p in np.unique(policy_ids)), key=key)
+
+
 def main(args: Args) -> dict:
     import matplotlib
     matplotlib.use("Agg")
@@ -45,12 +64,13 @@ def main(args: Args) -> dict:
     meta = data["metadata"]
     returns, expert, policy = episode_table(data)
     ranks = np.argsort(np.argsort(-returns, kind="stable"), kind="stable")  # 0 = best episode
-    labels = [b.get("label", b.get("name", str(i))) for i, b in enumerate(meta.get("behavior_policies", []))]
+    behaviors = meta.get("behavior_policies", [])
+    labels = [b.get("label", b.get("name", str(i))) for i, b in enumerate(behaviors)]
     fig, ax = plt.subplots(figsize=(6, 3.6))
     edges = np.histogram_bin_edges(returns, bins=args.bins)
-    for p in np.unique(policy):
-        name = labels[p] if p < len(labels) else f"policy {p}"
-        ax.hist(returns[policy == p], bins=edges, alpha=0.6, label=name)
+    for k, p in enumerate(legend_order(policy, behaviors)):
+        name = labels[p] if 0 <= p < len(labels) else f"policy {p}"
+        ax.hist(returns[policy == p], bins=edges, alpha=0.6, label=name, color=f"C{k % 10}")
     for r in returns[expert]:
         ax.axvline(r, color="k", lw=1, ls="--")
     ax.set_xlabel("episode return (dashed: D_E episodes)"), ax.set_ylabel("episodes")
