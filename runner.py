@@ -1,0 +1,474 @@
+"""Run one benchmark end to end: every stage script as a job of a DAG, on local processes or on Ray.
+
+Stage graph (a job per box, seed and ratio; each job runs one stage script in a subprocess, from the repo root):
+
+  collect_data.py             (dmc: after train_behavior.py, whose SAC snapshots are the behaviour policies)
+   ├─► train_ivae.py ─────────────────────┐
+   ├─► train_bc.py BC-exp (the sampler) ──┴─► augment.py (seed, ratio) ─► train_dwbc.py OILCA and Fig. 5 ratios,
+   │                                                                      train_oril.py / train_bcnd.py +CA
+   ├─► train_bc.py BC-all, train_dwbc.py DWBC, train_oril.py, train_bcnd.py, train_lobsdice.py
+   ├─► evaluate.py --reference expert | random
+   └─► scripts/return_hist.py (dmc, cw)
+  Every trainer evaluates its policy in-process (--final-eval); report.py then reads all results: table, figures.
+
+Layout under --root (default: the current directory): data/<slug>.npz, data/<slug>_aug_r<ratio>_s<seed>.npz,
+runs/<slug>/<job>/ (checkpoints), runs/<slug>/logs/<job>.log (stdout + stderr of each job), runs/<slug>/jobs.log
+(every command run, with a timestamp), runs/<slug>/.jobs/<job>.json (records),
+results/<slug>/<method>_s<seed>_<split>.json, results/<slug>/{table.md,fig4.png,fig5.png,timing.json};
+slug = toy, dmc_<task> or cw_<task>.
+
+Skip rule: after a job succeeds its record stores its argv, a digest of its code (the stage script and every repo
+module it imports) and the sha256 of each input file (with size and mtime, so an unchanged file is not hashed
+again). A job is up to date iff every output exists and the record's argv, code and input digests match; otherwise
+it runs, and so does everything downstream of it. --force runs everything. The stages that keep their own
+same-argument outputs (collect_data.py, train_ivae.py) get --force: the record decides.
+
+Backends: `local` runs up to --jobs processes at a time, each as soon as its dependencies are done. `ray` makes
+every job a Ray task with its CPU/GPU request; a task receives its upstream tasks' ObjectRefs, so Ray orders the
+grid (--ray-address: an existing cluster whose nodes share this repo and --root at the same paths; without it a
+local instance with --jobs CPUs). After a failure no new job starts; running ones finish; the exit status is 1.
+
+Examples:
+  python runner.py                                         # the toy main job (Fig. 3-5, the results table)
+  python runner.py --methods bc_exp bc_all dwbc oilca baselines --dry-run
+  python runner.py --benchmark dmc:cartpole-swingup --jobs 4
+  python runner.py --benchmark cw:pushing --backend ray --ray-address auto
+"""
+
+import dataclasses
+import datetime
+import hashlib
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from typing import Dict, List, Literal, Optional, Tuple
+
+import tyro
+
+REPO = os.path.dirname(os.path.abspath(__file__))
+BASELINES = ("oril", "bcnd", "lobsdice", "oril_ca", "bcnd_ca")
+METHODS = ("bc_exp", "bc_all", "dwbc", "oilca") + BASELINES
+SAC_SNAPSHOTS = (10_000, 30_000, 60_000, 100_000, 200_000)  # train_behavior.py's default --snapshot-steps
+PRESETS = {  # per benchmark: the defaults of every Args field left as None, and fixed flags
+    "toy": dict(methods=METHODS[:4], seeds=(0, 1, 2, 3, 4), steps=5000, episodes=100, ivae_steps=10000,
+                fig5_ratios=(0.1, 1.0), fig5_seeds=(0, 1), splits=("train", "heldout"), eval_flags=(), ivae_flags=()),
+    "dmc": dict(methods=METHODS, seeds=(0, 1, 2), steps=10000, episodes=30, ivae_steps=10000, fig5_ratios=(),
+                fig5_seeds=(), data_episodes=200, sac_steps=200_000, splits=("train",), ivae_flags=(),
+                eval_flags=("--eval-every", "0"), env={"MUJOCO_GL": "egl"}),
+    "cw": dict(methods=METHODS, seeds=(0, 1, 2), steps=5000, episodes=10, ivae_steps=5000, fig5_ratios=(),
+               fig5_seeds=(), data_episodes=600, act_eps=0.01, splits=("A", "B"),
+               eval_flags=("--eval-every", "0", "--eval-episodes", "1"), ivae_flags=("--restarts", "2", "--no-compare"),
+               env={"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}),
+}
+
+
+@dataclass
+class Args:
+    benchmark: str = "toy"
+    """toy, dmc:<domain>-<task> or cw:<task>"""
+    methods: Optional[Tuple[str, ...]] = None
+    """trainers to run (`baselines` = oril bcnd lobsdice oril_ca bcnd_ca); toy: bc_exp bc_all dwbc oilca, others: all"""
+    seeds: Optional[Tuple[int, ...]] = None
+    """training seeds (toy: 0-4, dmc/cw: 0-2)"""
+    steps: Optional[int] = None
+    """gradient steps of every trainer, --total-steps (toy 5000, dmc 10000, cw 5000)"""
+    episodes: Optional[int] = None
+    """final evaluation episodes per split (toy 100, dmc 30, cw 10)"""
+    ivae_steps: Optional[int] = None
+    """iVAE steps (toy/dmc 10000, cw 5000)"""
+    ratio: float = 0.5
+    """|augmented D_E| / |D_U| of OILCA and the +CA baselines"""
+    fig5_ratios: Optional[Tuple[float, ...]] = None
+    """further OILCA ratios (method oilca_r<ratio>) for Fig. 5 (toy: 0.1 1.0; others: none)"""
+    fig5_seeds: Optional[Tuple[int, ...]] = None
+    """seeds of the Fig. 5 runs (toy: 0 1)"""
+    references: bool = True
+    """also evaluate the reference expert and random policies"""
+    data_episodes: Optional[int] = None
+    """dmc/cw: episodes collected (dmc 200, cw 600)"""
+    sac_steps: Optional[int] = None
+    """dmc: SAC env steps of the behaviour run (200000, one update every 2 steps)"""
+    act_eps: Optional[float] = None
+    """--act-eps of every trainer but BCND (cw: 0.01; others: the trainers' default)"""
+    collect_flags: str = ""
+    """more collect_data.py flags as one string, e.g. --collect-flags="--toy.n-classes 2 --toy.env.episode-len 20" """
+    ivae_flags: str = ""
+    """more train_ivae.py flags, one string (as --collect-flags)"""
+    train_flags: str = ""
+    """more flags for every trainer, one string (as --collect-flags)"""
+    root: str = "."
+    """where data/, runs/ and results/ go"""
+    jobs: int = 2
+    """processes at a time (local backend; also the CPUs of a local Ray instance)"""
+    backend: Literal["local", "ray"] = "local"
+    """local processes, or Ray tasks (pip install -r requirements-ray.txt)"""
+    ray_address: Optional[str] = None
+    """ray.init(address=...): e.g. auto or ray://head:10001; None starts a local instance"""
+    gpus: float = 0.0
+    """GPUs per training job (ray backend; > 0 also passes --cuda to the trainers, the iVAE and SAC)"""
+    dry_run: bool = False
+    """print the jobs (name, run/skip, command) and run nothing"""
+    force: bool = False
+    """run every job, even the up-to-date ones"""
+
+
+@dataclass
+class Job:
+    name: str
+    stage: str  # for the timing summary
+    argv: List[str]  # script and arguments, run as [python, *argv] from the repo root
+    inputs: List[str] = field(default_factory=list)
+    outputs: List[str] = field(default_factory=list)
+    deps: List[str] = field(default_factory=list)  # filled from the inputs: the jobs that make them
+    cpus: float = 1.0
+    gpus: float = 0.0
+    log: str = ""
+    record: str = ""
+
+
+def resolve(args: Args) -> Tuple[Args, dict]:
+    """Fill the Args left as None from the benchmark's preset; returns (a copy of args, preset)."""
+    args = dataclasses.replace(args)
+    backend, _, task = args.benchmark.partition(":")
+    if backend not in PRESETS or (backend == "toy") != (task == ""):
+        raise SystemExit(f"error: unknown benchmark '{args.benchmark}': use toy, dmc:<domain>-<task> or cw:<task>")
+    preset = dict(PRESETS[backend], kind=backend, task=task, slug=backend + ("_" + task if task else ""))
+    for key, value in preset.items():
+        if getattr(args, key, 0) is None:
+            setattr(args, key, value)
+    args.methods = tuple(m for name in args.methods for m in (BASELINES if name == "baselines" else (name,)))
+    unknown = set(args.methods) - set(METHODS)
+    if unknown:
+        raise SystemExit(f"error: unknown methods {sorted(unknown)}: choose from {' '.join(METHODS)} baselines")
+    return args, preset
+
+
+def build(args: Args, p: dict) -> List[Job]:
+    """The job list in topological order (also the local backend's priority order)."""
+    root = os.path.abspath(args.root)
+    inside = os.path.join(root, "").startswith(os.path.join(REPO, ""))  # then short paths: jobs run in the repo
+
+    def path(*parts):
+        full = os.path.join(root, *parts)
+        return os.path.relpath(full, REPO) if inside else full
+
+    slug, runs, res = p["slug"], os.path.join("runs", p["slug"]), os.path.join("results", p["slug"])
+    data = path("data", slug + ".npz")
+    cuda = ["--cuda"] if args.gpus > 0 else []
+    jobs: List[Job] = []
+
+    def add(name, stage, argv, inputs=(), outputs=(), gpus=0.0):
+        jobs.append(Job(name, stage, list(map(str, argv)), list(inputs), list(outputs), gpus=gpus,
+                        log=path(runs, "logs", name + ".log"), record=path(runs, ".jobs", name + ".json")))
+
+    collect = ["collect_data.py", "--env", args.benchmark, "--out", data, "--seed", 0]
+    snapshots = []
+    if p["kind"] == "dmc":
+        sac = path(runs, "sac")
+        steps = sorted({s for s in SAC_SNAPSHOTS if s <= args.sac_steps} | {args.sac_steps})
+        snapshots = [os.path.join(sac, "snapshots", f"step_{s}.pt") for s in steps]
+        add("sac", "sac", ["train_behavior.py", "--env", args.benchmark, "--out-dir", sac, "--total-steps",
+                           args.sac_steps, "--update-every", 2, "--resume", *cuda], outputs=snapshots, gpus=args.gpus)
+        collect += ["--dmc.snapshots", *snapshots, "--dmc.episodes", args.data_episodes]
+    elif p["kind"] == "cw":
+        collect += ["--cw.episodes", args.data_episodes]
+    add("collect", "collect", collect + [*shlex.split(args.collect_flags), "--force"], snapshots, [data])
+    if p["kind"] != "toy":
+        add("returns_hist", "collect", ["scripts/return_hist.py", "--dataset", data, "--out",
+                                        path(res, "returns_hist.png")], [data], [path(res, "returns_hist.png")])
+
+    # augmented datasets: the main ratio for OILCA and the +CA baselines, the Fig. 5 ratios on their seeds
+    uses_aug = any(m in ("oilca", "oril_ca", "bcnd_ca") for m in args.methods)
+    ratios = {s: ([args.ratio] if uses_aug else []) + [r for r in args.fig5_ratios if s in args.fig5_seeds]
+              for s in args.seeds}
+    aug = lambda r, s: path("data", f"{slug}_aug_r{r}_s{s}.npz")
+    ivae = path(runs, "ivae", "ivae.pt")
+    if any(ratios.values()):
+        add("ivae", "ivae", ["train_ivae.py", "--dataset", data, "--out-dir", os.path.dirname(ivae), "--seed", 0,
+                             "--total-steps", args.ivae_steps, "--threads", 1, *p["ivae_flags"],
+                             *shlex.split(args.ivae_flags), *cuda, "--force"],
+            [data], [ivae, path(runs, "ivae", "metrics.json")], gpus=args.gpus)
+
+    def train(name, stage, seed, script, dataset, *flags, method=None):
+        out, result = path(runs, name), path(res, f"{name}_{{split}}.json")
+        argv = [script, "--dataset", dataset, *flags, "--seed", seed, "--total-steps", args.steps]
+        argv += (["--method", method] if method else []) + ["--out-dir", out, "--final-eval-episodes", args.episodes,
+                                                             "--final-eval", result, *p["eval_flags"]]
+        argv += (["--act-eps", args.act_eps] if args.act_eps is not None and script != "train_bcnd.py" else [])
+        add(name, stage, argv + [*shlex.split(args.train_flags), *cuda], [dataset],
+            [os.path.join(out, "policy.pt")] + [result.replace("{split}", sp) for sp in p["splits"]], gpus=args.gpus)
+
+    for seed in args.seeds:
+        for kind in ("expert", "all"):
+            name = "bc_" + kind.replace("expert", "exp")
+            if name in args.methods or (kind == "expert" and ratios[seed]):
+                train(f"{name}_s{seed}", "bc", seed, "train_bc.py", data, "--data", kind)
+    for seed in args.seeds:
+        sampler = path(runs, f"bc_exp_s{seed}", "policy.pt")
+        for r in ratios[seed]:
+            if not any(j.name == f"augment_r{r}_s{seed}" for j in jobs):
+                add(f"augment_r{r}_s{seed}", "augment", ["augment.py", "--dataset", data, "--ivae", ivae, "--sampler",
+                    sampler, "--ratio", r, "--seed", seed, "--out", aug(r, seed)], [data, ivae, sampler],
+                    [aug(r, seed)])
+    for seed in args.seeds:
+        if "dwbc" in args.methods:
+            train(f"dwbc_s{seed}", "dwbc_oilca", seed, "train_dwbc.py", data)
+        if "oilca" in args.methods:
+            train(f"oilca_s{seed}", "dwbc_oilca", seed, "train_dwbc.py", aug(args.ratio, seed))
+    for seed in args.seeds:
+        for m in (m for m in BASELINES if m in args.methods):
+            dataset = aug(args.ratio, seed) if m.endswith("_ca") else data
+            train(f"{m}_s{seed}", "baselines", seed, f"train_{m.replace('_ca', '')}.py", dataset)
+    for seed in args.fig5_seeds:
+        for r in (args.fig5_ratios if seed in args.seeds else ()):
+            train(f"oilca_r{r}_s{seed}", "fig5_ratios", seed, "train_dwbc.py", aug(r, seed), method=f"oilca_r{r}")
+    for ref in ("expert", "random") if args.references else ():
+        result = path(res, f"reference_{ref}_{{split}}.json")
+        add(f"reference_{ref}", "references", ["evaluate.py", "--reference", ref, "--env-dataset", data, "--split",
+            *p["splits"], "--episodes", args.episodes, "--out", result], [data],
+            [result.replace("{split}", sp) for sp in p["splits"]])
+    results = [o for j in jobs for o in j.outputs if o.endswith(".json") and os.path.dirname(o) == path(res)]
+    add("report", "report", ["report.py", "--results", path(res)], results,
+        [path(res, "table.md"), path(res, "fig4.png")])
+
+    producer = {o: j.name for j in jobs for o in j.outputs}
+    for j in jobs:
+        j.deps = sorted({producer[i] for i in j.inputs if i in producer})
+    return jobs
+
+
+# ---- the skip rule -------------------------------------------------------------------------------------------------
+
+_DIGESTS: Dict[tuple, str] = {}
+
+
+def file_state(path: str) -> dict:
+    """{size, mtime_ns, sha256} of a file; the hash is cached by (path, size, mtime)."""
+    st = os.stat(os.path.join(REPO, path))
+    key = (os.path.join(REPO, path), st.st_size, st.st_mtime_ns)
+    if key not in _DIGESTS:
+        h = hashlib.sha256()
+        with open(key[0], "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+        _DIGESTS[key] = h.hexdigest()
+    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": _DIGESTS[key]}
+
+
+def code_files(script: str) -> List[str]:
+    """The script and every module of this repo it imports, directly or through another (`import x`, `from x import`
+    at any indentation, so lazily imported backends count too): a change to any of them makes the job stale."""
+    found, todo = [], [script]
+    while todo:
+        f = todo.pop()
+        if f in found or not os.path.exists(os.path.join(REPO, f)):
+            continue
+        found.append(f)
+        if f == "envs.py":  # it imports its backends by name (importlib)
+            todo += ["toy_env.py", "dmc_env.py", "cw_env.py"]
+        with open(os.path.join(REPO, f)) as src:
+            for line in src:
+                words = line.split()
+                if len(words) >= 2 and words[0] in ("import", "from"):
+                    todo.append(words[1].split(".")[0] + ".py")
+    return sorted(found)
+
+
+def code_digest(job: Job) -> str:
+    return hashlib.sha256("".join(file_state(f)["sha256"] for f in code_files(job.argv[0])).encode()).hexdigest()
+
+
+def up_to_date(job: Job) -> bool:
+    """Every output exists, and the record has this argv, the same code and these inputs with the same digests."""
+    exists = lambda f: os.path.exists(os.path.join(REPO, f))
+    try:
+        with open(os.path.join(REPO, job.record)) as f:
+            rec = json.load(f)
+    except (OSError, ValueError):
+        return False
+    if rec.get("argv") != job.argv or set(rec.get("inputs", {})) != set(job.inputs) or \
+            not all(map(exists, job.outputs + job.inputs)) or rec.get("code") != code_digest(job):
+        return False
+    same = lambda i, old: (os.path.getsize(os.path.join(REPO, i)), os.stat(os.path.join(REPO, i)).st_mtime_ns) == \
+        (old["size"], old["mtime_ns"]) or file_state(i)["sha256"] == old["sha256"]  # hash only a touched file
+    return all(same(i, rec["inputs"][i]) for i in job.inputs)
+
+
+def plan(jobs: List[Job], force: bool) -> Dict[str, str]:
+    """'run' or 'skip' per job: a job runs if it is not up to date or anything upstream of it runs."""
+    state: Dict[str, str] = {}
+    for j in jobs:
+        run = force or any(state[d] == "run" for d in j.deps) or not up_to_date(j)
+        state[j.name] = "run" if run else "skip"
+    return state
+
+
+def command(job: Job) -> str:
+    python = os.path.relpath(sys.executable, REPO) if sys.executable.startswith(REPO + os.sep) else sys.executable
+    return shlex.join([python, *job.argv])
+
+
+# ---- executing one job (in this process's thread pool, or in a Ray worker) ------------------------------------------
+
+def execute(job: Job, env: dict) -> dict:
+    """Run the job's script, its output into its log; on success write its record (atomically). Never raises."""
+    at, start = lambda f: os.path.join(REPO, f), time.time()
+    code = code_digest(job)  # the code as the job starts: an edit while it runs leaves it stale
+    try:
+        for f in [job.log, job.record, *job.outputs]:
+            os.makedirs(os.path.dirname(at(f)), exist_ok=True)
+        if os.path.exists(at(job.record)):
+            os.remove(at(job.record))  # no record while it runs: an interrupted job is not up to date
+        with open(at(job.log), "w") as log:
+            rc = subprocess.run([sys.executable, *job.argv], cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, env={**os.environ, **env}).returncode
+            missing = [f for f in job.outputs if not os.path.exists(at(f))]
+            if rc == 0 and missing:
+                rc = f"0 but no {' '.join(missing)}"
+                print(f"runner: exit {rc}", file=log)
+        if rc == 0:
+            rec = {"argv": job.argv, "code": code, "inputs": {i: file_state(i) for i in job.inputs},
+                   "outputs": job.outputs,
+                   "seconds": round(time.time() - start, 2),
+                   "finished": datetime.datetime.now().isoformat(timespec="seconds")}
+            with open(at(job.record) + ".tmp", "w") as f:
+                json.dump(rec, f, indent=1)
+            os.replace(at(job.record) + ".tmp", at(job.record))
+    except OSError as e:
+        rc = f"{type(e).__name__}: {e}"
+    return {"name": job.name, "ok": rc == 0, "rc": rc, "start": start, "end": time.time()}
+
+
+def run_local(todo: List[Job], env: dict, jobs: int, on_start, on_done):
+    names = {j.name for j in todo}
+    done = {d for j in todo for d in j.deps if d not in names}  # the skipped (up-to-date) jobs
+    running, failed = {}, False
+    with ThreadPoolExecutor(max(1, jobs)) as pool:
+        while todo or running:
+            ready = [j for j in todo if all(d in done for d in j.deps)] if not failed else []
+            for j in ready[:max(1, jobs) - len(running)]:
+                todo.remove(j)
+                on_start(j)
+                running[pool.submit(execute, j, env)] = j
+            if not running:
+                break
+            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            for fut in finished:
+                res = fut.result()
+                running.pop(fut)
+                failed |= not res["ok"]
+                done.add(res["name"])
+                on_done(res)
+
+
+def _ray_task(job: Job, env: dict, stop_file: str, *upstream: dict) -> dict:
+    """A Ray task: runs the job unless an upstream job failed or the driver has stopped the grid."""
+    if not all(u["ok"] for u in upstream) or os.path.exists(stop_file):
+        return {"name": job.name, "ok": False, "rc": None, "start": time.time(), "end": time.time()}
+    return execute(job, env)
+
+
+def run_ray(todo: List[Job], env: dict, args: Args, on_start, on_done, stop_file: str):
+    import ray  # optional: requirements-ray.txt
+    if __name__ != "__main__":  # workers need not import this module: ship its functions by value
+        ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    started = not ray.is_initialized()
+    if started:
+        ray.init(address=args.ray_address, num_cpus=None if args.ray_address else args.jobs, include_dashboard=False,
+                 log_to_driver=False, configure_logging=False)
+    try:
+        task, refs = ray.remote(_ray_task), {}
+        for j in todo:  # topological order: every upstream ref exists before its dependents are submitted
+            on_start(j)
+            refs[j.name] = task.options(name=j.name, num_cpus=j.cpus, num_gpus=j.gpus, max_retries=0).remote(
+                j, env, stop_file, *[refs[d] for d in j.deps if d in refs])
+        pending, names, bad = list(refs.values()), {ref: name for name, ref in refs.items()}, set()
+        while pending:
+            ready, pending = ray.wait(pending, num_returns=1)
+            try:
+                res = ray.get(ready[0])
+            except Exception as e:  # the worker died (out of memory, node lost): a failure of this job
+                job = next(j for j in todo if j.name == names[ready[0]])
+                res = {"name": job.name, "ok": False, "rc": None if bad & set(job.deps) else repr(e)[:200],
+                       "start": time.time(), "end": time.time()}
+            if not res["ok"]:
+                bad.add(res["name"])
+            if not res["ok"] and res["rc"] is not None:
+                open(stop_file, "w").close()  # tasks that have not started yet return without running
+            on_done(res)
+    finally:
+        if started:
+            ray.shutdown()
+
+
+# ---- main --------------------------------------------------------------------------------------------------------
+
+def main(args: Args) -> dict:
+    args, p = resolve(args)
+    jobs = build(args, p)
+    state = plan(jobs, args.force)
+    listing = [dict(name=j.name, state=state[j.name], command=command(j)) for j in jobs]
+    if args.dry_run:
+        print("\n".join(f"{j['state']:<4} {j['name']:<22} {j['command']}" for j in listing))
+        print(f"dry run: {sum(s == 'run' for s in state.values())} of {len(jobs)} jobs would run")
+        return {"jobs": listing, "ran": [], "failed": [], "ok": True}
+
+    runs, res = (os.path.join(os.path.abspath(args.root), d, p["slug"]) for d in ("runs", "results"))
+    stop_file = os.path.join(runs, ".jobs", "STOP")  # exists while a failed grid winds down (Ray tasks read it)
+    os.makedirs(os.path.dirname(stop_file), exist_ok=True)
+    env = {k: os.environ.get(k, v) for k, v in p.get("env", {}).items()}
+    todo = [j for j in jobs if state[j.name] == "run"]
+    print("".join(f"[skip] {j.name}\n" for j in jobs if state[j.name] == "skip"), end="")
+    results, failed, t0 = {}, [], time.time()
+
+    def on_start(j: Job):
+        with open(os.path.join(runs, "jobs.log"), "a") as f:
+            f.write(f"{datetime.datetime.now().isoformat(timespec='seconds')} {j.name}: {command(j)} > {j.log}\n")
+        print(f"[{'start' if args.backend == 'local' else 'queued'}] {j.name}", flush=True)
+
+    def on_done(r: dict):
+        results[r["name"]] = r
+        if r["ok"] or r["rc"] is not None:
+            n_ok = sum(x["ok"] for x in results.values())
+            done = f"done {n_ok}/{len(todo)}" if r["ok"] else f"FAILED, exit {r['rc']}"
+            print(f"[{done}] {r['name']} {r['end'] - r['start']:.1f}s", flush=True)
+            failed.extend([] if r["ok"] else [r["name"]])
+
+    try:
+        if args.backend == "ray":
+            run_ray(todo, env, args, on_start, on_done, stop_file)
+        else:
+            run_local(list(todo), env, args.jobs, on_start, on_done)
+    finally:
+        if os.path.exists(stop_file):
+            os.remove(stop_file)
+
+    # timing: per stage the wall time from its first start to its last end (stages overlap), and the total
+    ran = [r for r in results.values() if r["ok"]]
+    timing, total = {}, time.time() - t0
+    print(f"\n{'stage':<14}{'ran':>5}{'skipped':>9}{'wall s':>9}{'job s':>9}")
+    for stage in dict.fromkeys(j.stage for j in jobs):
+        rs = [r for r in ran if r["name"] in {j.name for j in jobs if j.stage == stage}]
+        timing[stage] = round(max(r["end"] for r in rs) - min(r["start"] for r in rs), 1) if rs else 0.0
+        skipped = sum(state[j.name] == "skip" for j in jobs if j.stage == stage)
+        print(f"{stage:<14}{len(rs):>5}{skipped:>9}{timing[stage]:>9.1f}{sum(r['end'] - r['start'] for r in rs):>9.1f}")
+    timing["total"] = round(total, 1)
+    print(f"{'total':<14}{len(ran):>5}{len(jobs) - len(todo):>9}{total:>9.1f}")
+    if ran and not failed:  # an all-skipped run keeps the timing of the run that made the results
+        os.makedirs(res, exist_ok=True)
+        with open(os.path.join(res, "timing.json.tmp"), "w") as f:
+            json.dump(timing, f, indent=1)
+        os.replace(os.path.join(res, "timing.json.tmp"), os.path.join(res, "timing.json"))
+    if failed:
+        print(f"not run after the failure: {len(todo) - len(ran) - len(failed)} jobs")
+        print(f"error: job {failed[0]} failed; see {next(j.log for j in jobs if j.name == failed[0])}", file=sys.stderr)
+    return {"jobs": listing, "ran": [r["name"] for r in ran], "failed": failed, "timing": timing, "ok": not failed}
+
+
+if __name__ == "__main__":
+    sys.exit(0 if main(tyro.cli(Args))["ok"] else 1)

@@ -1,0 +1,181 @@
+"""runner.py on a tiny toy grid: the local and the Ray backend agree, the skip rule, --dry-run, failures."""
+import glob
+import json
+import os
+
+import pytest
+
+import runner
+from conftest import ROOT
+
+TINY = dict(seeds=(0, 1), steps=40, episodes=4, ivae_steps=40, fig5_ratios=(0.25,), fig5_seeds=(0,),
+            collect_flags="--toy.n-classes 2 --toy.episodes-per-class 6 --toy.env.episode-len 20",
+            ivae_flags="--restarts 1 --no-compare --hidden 16", train_flags="--hidden 16 --eval-episodes 4")
+AUGMENT = {"augment_r0.5_s0", "augment_r0.25_s0", "augment_r0.5_s1"}
+OILCA = {"oilca_s0", "oilca_s1", "oilca_r0.25_s0"}
+TRAINERS = {"bc_exp_s0", "bc_all_s0", "bc_exp_s1", "bc_all_s1", "dwbc_s0", "dwbc_s1"} | OILCA
+JOBS = {"collect", "ivae", "reference_expert", "reference_random", "report"} | AUGMENT | TRAINERS
+
+
+def grid(root, **kw):
+    return runner.Args(**{**TINY, "root": str(root), **kw})
+
+
+def to_run(root, **kw):
+    """The jobs a dry run of this grid would run."""
+    return {j["name"] for j in runner.main(grid(root, dry_run=True, **kw))["jobs"] if j["state"] == "run"}
+
+
+def commands(**kw):
+    """{job: command without the interpreter} of a dry run with the benchmark's defaults, in the repo."""
+    jobs = runner.main(runner.Args(root=ROOT, dry_run=True, **kw))["jobs"]
+    return {j["name"]: j["command"].split(" ", 1)[1] for j in jobs}
+
+
+def returns(root):
+    """{result file: its returns} of every evaluation JSON under results/toy."""
+    out = {}
+    for path in sorted(glob.glob(os.path.join(root, "results", "toy", "*.json"))):
+        with open(path) as f:
+            r = json.load(f)
+        if "returns" in r:
+            out[os.path.basename(path)] = r["returns"]
+    return out
+
+
+@pytest.fixture(scope="module")
+def local(tmp_path_factory):
+    root = tmp_path_factory.mktemp("a")
+    return root, runner.main(grid(root)), returns(root)
+
+
+@pytest.mark.slow
+def test_local_grid_writes_every_result_and_a_second_run_skips_all(local):
+    root, out, before = local
+    assert out["ok"] and set(out["ran"]) == JOBS
+    methods = [f"{m}_s{s}" for m in ("bc_exp", "bc_all", "dwbc", "oilca") for s in (0, 1)]
+    methods += ["oilca_r0.25_s0", "reference_expert", "reference_random"]
+    assert set(before) == {f"{m}_{split}.json" for m in methods for split in ("train", "heldout")}
+    results = root / "results" / "toy"
+    assert all((results / f).exists() for f in ("table.md", "fig4.png", "fig5.png"))
+    assert "| oilca_r0.25 |" in (results / "table.md").read_text()
+    stages = {"collect", "ivae", "bc", "augment", "dwbc_oilca", "fig5_ratios", "references", "report", "total"}
+    assert set(json.load(open(results / "timing.json"))) == stages
+    assert len((root / "runs" / "toy" / "jobs.log").read_text().splitlines()) == len(JOBS)
+    assert all((root / "runs" / "toy" / "logs" / f"{j}.log").exists() for j in JOBS)
+    again = runner.main(grid(root))
+    assert again["ok"] and again["ran"] == [] and {j["state"] for j in again["jobs"]} == {"skip"}
+    assert returns(root) == before
+
+
+def test_dry_run_lists_the_jobs_and_runs_nothing(tmp_path, capsys):
+    out = runner.main(grid(tmp_path, dry_run=True))
+    assert {j["name"] for j in out["jobs"]} == JOBS and {j["state"] for j in out["jobs"]} == {"run"}
+    assert out["ran"] == [] and os.listdir(tmp_path) == []
+    printed = capsys.readouterr().out
+    assert "run  collect " in printed and "collect_data.py --env toy" in printed
+    assert "17 of 17 jobs would run" in printed
+
+
+def test_toy_defaults_are_the_main_jobs_commands():
+    cmds = commands()
+    ev = "--out-dir runs/toy/{0} --final-eval-episodes 100 --final-eval 'results/toy/{0}_{{split}}.json'"
+    assert cmds["collect"] == "collect_data.py --env toy --out data/toy.npz --seed 0 --force"
+    assert cmds["ivae"] == ("train_ivae.py --dataset data/toy.npz --out-dir runs/toy/ivae --seed 0 --total-steps 10000 "
+                            "--threads 1 --force")
+    assert cmds["bc_exp_s4"] == ("train_bc.py --dataset data/toy.npz --data expert --seed 4 --total-steps 5000 "
+                                 + ev.format("bc_exp_s4"))
+    assert cmds["augment_r1.0_s1"] == ("augment.py --dataset data/toy.npz --ivae runs/toy/ivae/ivae.pt --sampler "
+                                       "runs/toy/bc_exp_s1/policy.pt --ratio 1.0 --seed 1 "
+                                       "--out data/toy_aug_r1.0_s1.npz")
+    assert cmds["oilca_s3"] == ("train_dwbc.py --dataset data/toy_aug_r0.5_s3.npz --seed 3 --total-steps 5000 "
+                                + ev.format("oilca_s3"))
+    assert cmds["oilca_r0.1_s0"] == ("train_dwbc.py --dataset data/toy_aug_r0.1_s0.npz --seed 0 --total-steps 5000 "
+                                     "--method oilca_r0.1 " + ev.format("oilca_r0.1_s0"))
+    assert cmds["reference_random"] == ("evaluate.py --reference random --env-dataset data/toy.npz --split train "
+                                        "heldout --episodes 100 --out 'results/toy/reference_random_{split}.json'")
+    assert len(cmds) == 1 + 1 + 10 + 9 + 10 + 4 + 2 + 1  # collect ivae bc augment dwbc/oilca fig5 references report
+    assert not any(name.startswith(("oril", "bcnd", "lobsdice")) for name in cmds)
+    # baselines are opt-in for the toy, on the same step budget; the +CA ones on OILCA's augmented data
+    cmds = commands(methods=("baselines",), seeds=(0,), fig5_ratios=())
+    assert set(cmds) == {"collect", "ivae", "bc_exp_s0", "augment_r0.5_s0", "oril_s0", "bcnd_s0", "lobsdice_s0",
+                         "oril_ca_s0", "bcnd_ca_s0", "reference_expert", "reference_random", "report"}
+    assert cmds["bcnd_ca_s0"].startswith("train_bcnd.py --dataset data/toy_aug_r0.5_s0.npz --seed 0 --total-steps 5000")
+
+
+def test_dmc_and_cw_presets():
+    dmc = commands(benchmark="dmc:cartpole-swingup")
+    assert "--total-steps 200000 --update-every 2 --resume" in dmc["sac"]
+    assert "runs/dmc_cartpole-swingup/sac/snapshots/step_200000.pt --dmc.episodes 200" in dmc["collect"]
+    assert "--total-steps 10000" in dmc["oril_ca_s2"] and "--eval-every 0" in dmc["bcnd_s0"] and "oril_s3" not in dmc
+    cw = commands(benchmark="cw:pushing")
+    assert "--cw.episodes 600" in cw["collect"] and "--restarts 2 --no-compare" in cw["ivae"]
+    assert "--eval-every 0 --eval-episodes 1 --act-eps 0.01" in cw["dwbc_s1"] and "--act-eps" not in cw["bcnd_s1"]
+    assert "--split A B --episodes 10" in cw["reference_expert"]
+
+
+@pytest.mark.slow
+def test_a_missing_output_reruns_that_job_and_its_dependents(local):
+    root, _, before = local
+    sampler = root / "runs" / "toy" / "bc_exp_s1" / "policy.pt"
+    os.rename(sampler, str(sampler) + ".away")
+    assert to_run(root) == {"bc_exp_s1", "augment_r0.5_s1", "oilca_s1", "report"}
+    os.rename(str(sampler) + ".away", sampler)
+    os.remove(root / "data" / "toy_aug_r0.5_s0.npz")
+    out = runner.main(grid(root))
+    assert out["ok"] and set(out["ran"]) == {"augment_r0.5_s0", "oilca_s0", "report"}
+    assert returns(root) == before  # the same arguments give the same numbers
+
+
+@pytest.mark.slow
+def test_changed_arguments_or_inputs_make_jobs_stale(local):
+    root = local[0]
+    assert to_run(root) == set()
+    assert to_run(root, steps=41) == TRAINERS | AUGMENT | {"report"}  # augment: its sampler is retrained
+    assert to_run(root, ivae_steps=41) == {"ivae", "report"} | AUGMENT | OILCA
+    assert to_run(root, force=True) == JOBS
+    ivae = root / "runs" / "toy" / "ivae" / "ivae.pt"
+    original = ivae.read_bytes()
+    os.utime(ivae)  # a new mtime alone: the digest still matches
+    assert to_run(root) == set()
+    ivae.write_bytes(original + b"\0")
+    assert to_run(root) == {"report"} | AUGMENT | OILCA
+    ivae.write_bytes(original)
+    assert to_run(root) == set()
+
+
+def test_a_failed_job_stops_the_grid(tmp_path, capsys):
+    out = runner.main(grid(tmp_path, seeds=(0,), fig5_ratios=(), references=False, ivae_flags="--no-such-flag"))
+    assert not out["ok"] and out["failed"] == ["ivae"]
+    assert not {"augment_r0.5_s0", "oilca_s0", "report"} & set(out["ran"])
+    assert f"job ivae failed; see {tmp_path}/runs/toy/logs/ivae.log" in capsys.readouterr().err
+    assert not (tmp_path / "runs" / "toy" / ".jobs" / "ivae.json").exists()
+
+
+@pytest.mark.slow
+def test_ray_backend_gives_the_same_results(local, tmp_path):
+    pytest.importorskip("ray")
+    out = runner.main(grid(tmp_path, backend="ray", jobs=2))  # starts a local Ray instance with 2 CPUs
+    assert out["ok"] and set(out["ran"]) == JOBS
+    assert returns(tmp_path) == local[2]
+    assert runner.main(grid(tmp_path))["ran"] == []  # its records serve the local backend too
+
+
+def test_code_changes_make_jobs_stale(tmp_path, monkeypatch):
+    # the code of a job: its script and the repo modules it imports, directly, lazily or through envs.py's backends
+    assert runner.code_files("train_dwbc.py") == ["contract.py", "cw_env.py", "dmc_env.py", "envs.py", "policy.py",
+                                                  "toy_env.py", "train_dwbc.py"]
+    assert runner.code_files("train_ivae.py") == ["contract.py", "ivae.py", "train_ivae.py"]
+    # a change to an imported module changes the digest; a module that is not imported does not
+    monkeypatch.setattr(runner, "REPO", str(tmp_path))
+    (tmp_path / "stage.py").write_text("import numpy as np\nimport shared\n\ndef f():\n    from lazy import g\n")
+    (tmp_path / "shared.py").write_text("X = 1\n")
+    (tmp_path / "lazy.py").write_text("def g(): pass\n")
+    (tmp_path / "other.py").write_text("Y = 1\n")
+    job = runner.Job("j", "s", ["stage.py"])
+    assert runner.code_files("stage.py") == ["lazy.py", "shared.py", "stage.py"]
+    before = runner.code_digest(job)
+    (tmp_path / "other.py").write_text("Y = 2\n")
+    assert runner.code_digest(job) == before
+    (tmp_path / "lazy.py").write_text("def g(): return 1\n")
+    assert runner.code_digest(job) != before
