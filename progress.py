@@ -1,0 +1,102 @@
+"""Progress you can watch while a long stage runs: a line at most every ~10 s, a CSV that grows as it goes, and
+optionally TensorBoard event files.
+
+    prog = Progress("dwbc", total=args.total_steps, out_dir=args.out_dir, tensorboard=args.tensorboard)
+    for step in range(1, total + 1):
+        ...
+        prog.update(step, lambda: {"loss": loss.item()})  # cheap every step; the lambda runs only when a line is due
+        if evaluation_step:
+            prog.log({"step": step, "loss": loss.item(), "eval_return": ret})  # one row of progress.csv, flushed
+    prog.close()
+
+The line reads `[name] step 1200/5000 (24%)  812 steps/s  ETA 5s  loss 0.412`, printed when `every_s` seconds have
+passed since the last one and always at the last step; the scalars are read only then, so a training loop on a
+GPU syncs with the host at logging points alone. `progress.csv` is opened at the first row, appended and flushed
+row by row (a killed run keeps what it logged); its header is the first row's keys. With `tensorboard=True` every
+logged row (and every printed line's scalars) also goes to TensorBoard event files in `runs/<name>` style: the
+folder `tb_dir` (default: `<out_dir>/tb`), read with `tensorboard --logdir <folder>`.
+"""
+
+import csv
+import os
+import sys
+import time
+from typing import Callable, Dict, Optional, Union
+
+Scalars = Union[Dict[str, float], Callable[[], Dict[str, float]], None]
+
+
+def _fmt_seconds(s: float) -> str:
+    if s < 100:
+        return f"{s:.0f}s"
+    if s < 6000:
+        return f"{s / 60:.1f}min"
+    return f"{s / 3600:.1f}h"
+
+
+class Progress:
+    def __init__(self, name: str, total: int, out_dir: Optional[str] = None, every_s: float = 10.0,
+                 tensorboard: bool = False, tb_dir: Optional[str] = None, csv_name: str = "progress.csv",
+                 unit: str = "steps", start: int = 0, stream=None):
+        self.name, self.total, self.every_s, self.unit = name, total, every_s, unit
+        self.csv_path = os.path.join(out_dir, csv_name) if out_dir else None
+        self.stream = stream or sys.stdout
+        self.t0 = self.last_print = time.time()
+        self.start = start  # steps already done before this process (a resumed run): the rate counts only ours
+        self._csv_file = self._csv_writer = None
+        self.writer = None
+        if tensorboard:
+            from torch.utils.tensorboard import SummaryWriter  # needs the tensorboard package (requirements.txt)
+
+            self.writer = SummaryWriter(tb_dir or os.path.join(out_dir or ".", "tb"))
+
+    def rate(self, step: int) -> float:
+        """Steps per second since this Progress started."""
+        return (step - self.start) / max(time.time() - self.t0, 1e-9)
+
+    def line(self, step: int, scalars: Dict[str, float]) -> str:
+        rate = self.rate(step)
+        eta = (self.total - step) / rate if rate > 0 else float("inf")
+        text = " ".join(f"{k} {v:.4g}" for k, v in scalars.items())
+        return (f"[{self.name}] step {step}/{self.total} ({100 * step / max(self.total, 1):.0f}%)  {rate:.0f} "
+                f"{self.unit}/s  ETA {_fmt_seconds(eta)}" + (f"  {text}" if text else ""))
+
+    def update(self, step: int, scalars: Scalars = None, force: bool = False) -> bool:
+        """Print a progress line if `every_s` seconds have passed (or at the last step, or with force); `scalars`
+        may be a callable so that reading them (e.g. `loss.item()`) happens only when a line is printed."""
+        now = time.time()
+        if not (force or step >= self.total or now - self.last_print >= self.every_s):
+            return False
+        values = scalars() if callable(scalars) else dict(scalars or {})
+        print(self.line(step, values), file=self.stream, flush=True)
+        self.last_print = now
+        if self.writer is not None:
+            for k, v in values.items():
+                self.writer.add_scalar(f"progress/{k}", v, step)
+            self.writer.add_scalar(f"progress/{self.unit}_per_s", self.rate(step), step)
+        return True
+
+    def log(self, row: Dict[str, float]) -> None:
+        """Append one row to progress.csv (flushed at once) and, with TensorBoard, its numbers at row['step']."""
+        if self.csv_path:
+            if self._csv_file is None:
+                os.makedirs(os.path.dirname(os.path.abspath(self.csv_path)), exist_ok=True)
+                self._csv_file = open(self.csv_path, "w", newline="")
+                self._csv_writer = csv.DictWriter(self._csv_file, fieldnames=list(row))
+                self._csv_writer.writeheader()
+            self._csv_writer.writerow(row)
+            self._csv_file.flush()
+        if self.writer is not None:
+            step = int(row.get("step", row.get("round", 0)))
+            for k, v in row.items():
+                if k not in ("step", "round") and isinstance(v, (int, float)):
+                    self.writer.add_scalar(f"train/{k}", v, step)
+            self.writer.flush()
+
+    def close(self) -> None:
+        if self._csv_file is not None:
+            self._csv_file.close()
+            self._csv_file = None
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
