@@ -1,5 +1,5 @@
-"""Histogram of the episode returns of a collected dataset, D_E episodes marked (issues 4/5: "the histogram of
-episode returns spans poor to good episodes, and the expert episodes are among the best").
+"""Histogram of the episode returns of a collected dataset, D_E episodes marked: it shows whether the returns span
+poor to good episodes, and whether the expert episodes are among the best.
 
     .venv/bin/python scripts/return_hist.py --dataset data/dmc_cartpole-swingup.npz --out results/dmc_cartpole-swingup/returns_hist.png
 
