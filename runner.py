@@ -23,6 +23,14 @@ again). A job is up to date iff every output exists and the record's argv, code 
 it runs, and so does everything downstream of it. --force runs everything. The stages that keep their own
 same-argument outputs (collect_data.py, train_ivae.py) get --force: the record decides.
 
+Threads: every job that takes --threads (the trainers, augment.py, train_ivae.py, SAC) gets --threads T,
+T = max(1, cores // --jobs) with cores = len(os.sched_getaffinity(0)) of this machine (or --threads), so --jobs
+processes at a time do not oversubscribe the cores; the runner prints its choice.
+
+Timing: results/<slug>/timing.json keeps per stage the wall time (first start to last end) of its jobs in the last
+invocation that ran any of them, and "total" is the wall time of the last invocation that ran jobs; it is written
+after an invocation that ran jobs without a failure.
+
 Backends: `local` runs up to --jobs processes at a time, each as soon as its dependencies are done. `ray` makes
 every job a Ray task with its CPU/GPU request; a task receives its upstream tasks' ObjectRefs, so Ray orders the
 grid (--ray-address: an existing cluster whose nodes share this repo and --root at the same paths; without it a
@@ -105,6 +113,8 @@ class Args:
     """where data/, runs/ and results/ go"""
     jobs: int = 2
     """processes at a time (local backend; also the CPUs of a local Ray instance)"""
+    threads: Optional[int] = None
+    """--threads of every job that takes it (trainers, augmentation, iVAE, SAC); default max(1, cores // --jobs)"""
     backend: Literal["local", "ray"] = "local"
     """local processes, or Ray tasks (pip install -r requirements-ray.txt)"""
     ray_address: Optional[str] = None
@@ -131,8 +141,14 @@ class Job:
     record: str = ""
 
 
+def cpu_cores() -> int:
+    """The cores this process may run on (a container's or taskset's share, not the whole machine's)."""
+    return len(os.sched_getaffinity(0))
+
+
 def resolve(args: Args) -> Tuple[Args, dict]:
-    """Fill the Args left as None from the benchmark's preset; returns (a copy of args, preset)."""
+    """Fill the Args left as None from the benchmark's preset (and --threads from the cores and --jobs); returns
+    (a copy of args, preset)."""
     args = dataclasses.replace(args)
     backend, _, task = args.benchmark.partition(":")
     if backend not in PRESETS or (backend == "toy") != (task == ""):
@@ -141,6 +157,8 @@ def resolve(args: Args) -> Tuple[Args, dict]:
     for key, value in preset.items():
         if getattr(args, key, 0) is None:
             setattr(args, key, value)
+    if args.threads is None:  # --jobs processes at a time share the cores
+        args.threads = max(1, cpu_cores() // max(1, args.jobs))
     args.methods = tuple(m for name in args.methods for m in (BASELINES if name == "baselines" else (name,)))
     unknown = set(args.methods) - set(METHODS)
     if unknown:
@@ -160,6 +178,7 @@ def build(args: Args, p: dict) -> List[Job]:
     slug, runs, res = p["slug"], os.path.join("runs", p["slug"]), os.path.join("results", p["slug"])
     data = path("data", slug + ".npz")
     cuda = ["--cuda"] if args.gpus > 0 else []
+    threads = ["--threads", args.threads]  # torch threads of every job that takes them
     jobs: List[Job] = []
 
     def add(name, stage, argv, inputs=(), outputs=(), gpus=0.0):
@@ -173,7 +192,8 @@ def build(args: Args, p: dict) -> List[Job]:
         steps = sorted({s for s in SAC_SNAPSHOTS if s <= args.sac_steps} | {args.sac_steps})
         snapshots = [os.path.join(sac, "snapshots", f"step_{s}.pt") for s in steps]
         add("sac", "sac", ["train_behavior.py", "--env", args.benchmark, "--out-dir", sac, "--total-steps",
-                           args.sac_steps, "--update-every", 2, "--resume", *cuda], outputs=snapshots, gpus=args.gpus)
+                           args.sac_steps, "--update-every", 2, "--resume", *threads, *cuda], outputs=snapshots,
+            gpus=args.gpus)
         collect += ["--dmc.snapshots", *snapshots, "--dmc.episodes", args.data_episodes]
     elif p["kind"] == "cw":
         collect += ["--cw.episodes", args.data_episodes]
@@ -190,7 +210,7 @@ def build(args: Args, p: dict) -> List[Job]:
     ivae = path(runs, "ivae", "ivae.pt")
     if any(ratios.values()):
         add("ivae", "ivae", ["train_ivae.py", "--dataset", data, "--out-dir", os.path.dirname(ivae), "--seed", 0,
-                             "--total-steps", args.ivae_steps, "--threads", 1, *p["ivae_flags"],
+                             "--total-steps", args.ivae_steps, *threads, *p["ivae_flags"],
                              *shlex.split(args.ivae_flags), *cuda, "--force"],
             [data], [ivae, path(runs, "ivae", "metrics.json")], gpus=args.gpus)
 
@@ -200,6 +220,7 @@ def build(args: Args, p: dict) -> List[Job]:
         argv += (["--method", method] if method else []) + ["--out-dir", out, "--final-eval-episodes", args.episodes,
                                                              "--final-eval", result, *p["eval_flags"]]
         argv += (["--act-eps", args.act_eps] if args.act_eps is not None and script != "train_bcnd.py" else [])
+        argv += threads
         add(name, stage, argv + [*shlex.split(args.train_flags), *cuda], [dataset],
             [os.path.join(out, "policy.pt")] + [result.replace("{split}", sp) for sp in p["splits"]], gpus=args.gpus)
 
@@ -213,7 +234,7 @@ def build(args: Args, p: dict) -> List[Job]:
         for r in ratios[seed]:
             if not any(j.name == f"augment_r{r}_s{seed}" for j in jobs):
                 add(f"augment_r{r}_s{seed}", "augment", ["augment.py", "--dataset", data, "--ivae", ivae, "--sampler",
-                    sampler, "--ratio", r, "--seed", seed, "--out", aug(r, seed)], [data, ivae, sampler],
+                    sampler, "--ratio", r, "--seed", seed, "--out", aug(r, seed), *threads], [data, ivae, sampler],
                     [aug(r, seed)])
     for seed in args.seeds:
         if "dwbc" in args.methods:
@@ -408,11 +429,36 @@ def run_ray(todo: List[Job], env: dict, args: Args, on_start, on_done, stop_file
 
 # ---- main --------------------------------------------------------------------------------------------------------
 
+def write_timing(path: str, measured: Dict[str, float], stages: List[str]) -> dict:
+    """Update timing.json with this invocation's `measured` {stage: wall s, "total": wall s}: a stage measured now
+    gets its new value, every other stage keeps the value it had (the last invocation that ran it), and "total"
+    becomes this invocation's. Stages in graph order, then any others the file held. Returns what was written."""
+    try:
+        with open(path) as f:
+            old = json.load(f)
+    except (OSError, ValueError):
+        old = {}
+    old = old if isinstance(old, dict) else {}
+    timing = {}
+    for stage in [*dict.fromkeys(stages), *old]:
+        if stage != "total" and stage not in timing and (stage in measured or stage in old):
+            timing[stage] = measured.get(stage, old.get(stage))
+    timing["total"] = measured["total"]
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path + ".tmp", "w") as f:
+        json.dump(timing, f, indent=1)
+    os.replace(path + ".tmp", path)
+    return timing
+
+
 def main(args: Args) -> dict:
+    given_threads = args.threads is not None
     args, p = resolve(args)
     jobs = build(args, p)
     state = plan(jobs, args.force)
     listing = [dict(name=j.name, state=state[j.name], command=command(j)) for j in jobs]
+    why = "as given" if given_threads else f"{cpu_cores()} cores // --jobs {args.jobs}"
+    print(f"runner: --threads {args.threads} for every job that takes it ({why})")
     if args.dry_run:
         print("\n".join(f"{j['state']:<4} {j['name']:<22} {j['command']}" for j in listing))
         print(f"dry run: {sum(s == 'run' for s in state.values())} of {len(jobs)} jobs would run")
@@ -450,20 +496,19 @@ def main(args: Args) -> dict:
 
     # timing: per stage the wall time from its first start to its last end (stages overlap), and the total
     ran = [r for r in results.values() if r["ok"]]
-    timing, total = {}, time.time() - t0
+    timing, total = {}, time.time() - t0  # this invocation's: the stages that ran jobs now, and its wall time
     print(f"\n{'stage':<14}{'ran':>5}{'skipped':>9}{'wall s':>9}{'job s':>9}")
     for stage in dict.fromkeys(j.stage for j in jobs):
         rs = [r for r in ran if r["name"] in {j.name for j in jobs if j.stage == stage}]
-        timing[stage] = round(max(r["end"] for r in rs) - min(r["start"] for r in rs), 1) if rs else 0.0
+        wall = round(max(r["end"] for r in rs) - min(r["start"] for r in rs), 1) if rs else 0.0
+        if rs:
+            timing[stage] = wall
         skipped = sum(state[j.name] == "skip" for j in jobs if j.stage == stage)
-        print(f"{stage:<14}{len(rs):>5}{skipped:>9}{timing[stage]:>9.1f}{sum(r['end'] - r['start'] for r in rs):>9.1f}")
+        print(f"{stage:<14}{len(rs):>5}{skipped:>9}{wall:>9.1f}{sum(r['end'] - r['start'] for r in rs):>9.1f}")
     timing["total"] = round(total, 1)
     print(f"{'total':<14}{len(ran):>5}{len(jobs) - len(todo):>9}{total:>9.1f}")
     if ran and not failed:  # an all-skipped run keeps the timing of the run that made the results
-        os.makedirs(res, exist_ok=True)
-        with open(os.path.join(res, "timing.json.tmp"), "w") as f:
-            json.dump(timing, f, indent=1)
-        os.replace(os.path.join(res, "timing.json.tmp"), os.path.join(res, "timing.json"))
+        write_timing(os.path.join(res, "timing.json"), timing, [j.stage for j in jobs])
     if failed:
         print(f"not run after the failure: {len(todo) - len(ran) - len(failed)} jobs")
         print(f"error: job {failed[0]} failed; see {next(j.log for j in jobs if j.name == failed[0])}", file=sys.stderr)

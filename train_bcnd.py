@@ -27,7 +27,8 @@ Cost: M rounds × K members × `epochs` passes over |D_all| / K rows, i.e. M · 
 
 Input: a dataset `.npz` (docs/contract.md): observations, actions (expert labels are not used).
 Output (in --out-dir): policy.pt (policy artifact, docs/contract.md), progress.csv (per round: loss, weight spread,
-eval return), args.json.
+eval return; written as it goes), args.json, and with --tensorboard the event files in tb/.
+Progress: a line at most every ~10 s (batched step, steps/s, ETA, round, last loss), besides the line of every round.
 """
 
 import math
@@ -45,6 +46,7 @@ import tyro
 import contract
 import envs
 from policy import LOG_STD_MAX, LOG_STD_MIN, MU_MAX, Normalizer, artifact, final_eval, in_training_eval
+from progress import Progress
 
 
 @dataclass
@@ -86,8 +88,10 @@ class Args:
     """after training, evaluate the saved policy (as evaluate.py does) and write its JSON here; `{split}` becomes train/heldout"""
     final_eval_episodes: int = 100
     """episodes per split of that final evaluation"""
-    threads: int = 1
-    """torch CPU threads"""
+    tensorboard: bool = False
+    """also write TensorBoard event files of the logged rows and progress lines to <out_dir>/tb"""
+    threads: Optional[int] = None
+    """torch CPU threads (default: every core this process may use; runner.py passes cores // --jobs)"""
     cuda: bool = False
     """use CUDA when available"""
 
@@ -165,7 +169,7 @@ def main(args: Args) -> dict:
         raise ValueError("--n-policies, --n-rounds, --epochs and --total-steps must be at least 1")
     if N < K:
         raise ValueError(f"{args.dataset}: {N} rows are too few for K={K} disjoint splits")
-    torch.set_num_threads(args.threads)
+    torch.set_num_threads(args.threads or len(os.sched_getaffinity(0)))
     torch.manual_seed(args.seed)
     rng = np.random.default_rng(args.seed)
     device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
@@ -182,7 +186,9 @@ def main(args: Args) -> dict:
     print(f"{method}: {N} rows ({aug.sum()} augmented) in K={K} splits of ≥{size}, M={args.n_rounds} rounds × "
           f"{epochs} epochs = {args.n_rounds * epochs * steps_per_epoch} batched steps ({args.dataset})")
 
-    log, t0 = [], time.time()
+    log, t0, step = [], time.time(), 0
+    prog = Progress(method, args.n_rounds * epochs * steps_per_epoch, out_dir=args.out_dir,
+                    tensorboard=args.tensorboard)
     for m in range(1, args.n_rounds + 1):
         ens = GaussianEnsemble(K, meta["obs_dim"], meta["act_dim"], args.hidden, args.n_hidden).to(device)  # fresh init
         opt = torch.optim.AdamW(ens.parameters(), lr=args.lr, weight_decay=args.weight_decay)
@@ -195,6 +201,8 @@ def main(args: Args) -> dict:
                 opt.zero_grad()
                 loss.backward()
                 opt.step()
+                step += 1
+                prog.update(step, lambda: {"round": m, "loss": loss.item() / K})  # read only when a line is due
         with torch.no_grad():  # R^m(s, a) = (1/K) Σ_k π_k(a | s) on every row, in log space
             log_r = torch.cat([ensemble_log_density(ens.log_prob(obs[i].expand(K, -1, -1), act[i].expand(K, -1, -1)))
                                for i in torch.arange(N, device=device).split(4096)])
@@ -206,15 +214,16 @@ def main(args: Args) -> dict:
                "weight_max": w_all.max().item(), "ess_frac": (w_all.sum() ** 2 / (w_all ** 2).sum()).item() / N,
                "eval_return": ret}
         log.append(row)
+        prog.log(row)  # progress.csv, flushed now
         print(f"[{method}] round {m}/{args.n_rounds}  loss {row['loss']:.3f}  log R {row['log_r_mean']:.2f} ± "
               f"{row['log_r_std']:.2f}  effective sample share {row['ess_frac']:.2f}  eval return {ret:.2f}  "
               f"{time.time() - t0:.0f} s", flush=True)
+    prog.close()
 
     contract.save_policy(os.path.join(args.out_dir, "policy.pt"), artifact(
         ens.cpu(), norm, method=method, seed=args.seed, env=spec, dataset_fingerprint=contract.fingerprint(data),
         dataset=args.dataset, train_args=asdict(args)))
     contract.save_json(os.path.join(args.out_dir, "args.json"), asdict(args))
-    contract.save_csv(os.path.join(args.out_dir, "progress.csv"), log)
     if args.final_eval:
         final_eval(os.path.join(args.out_dir, "policy.pt"), spec, args.final_eval_episodes, args.final_eval)
     return {"method": method, "log": log, "log_r": log_r.cpu().numpy()}  # log R^M of every row, for diagnostics

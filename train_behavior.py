@@ -15,7 +15,10 @@ Envs: `dmc:<domain>-<task>` (dmc_env.DMCEnv, the clean env: no action perturbati
 
 Output (--out-dir): snapshots/step_<n>.pt (policy artifacts, docs/contract.md: the actor's mean head, identity
 normalisation, with `train_step` and `eval_return`), progress.csv (step, episode return, evaluation return, losses,
-steps/s), returns.png (returns against env steps), args.json, and checkpoint.pt + replay.npz for `--resume`.
+steps/s; a row per episode end and evaluation, written as it goes, the rows before a --resume included),
+returns.png (returns against env steps), args.json, checkpoint.pt + replay.npz for `--resume`, and with
+--tensorboard the event files in tb/. Progress: a line at every evaluation and otherwise at most every ~10 s (env
+step, env steps/s of this process, ETA, last losses).
 """
 
 import os
@@ -32,6 +35,7 @@ import tyro
 
 import contract
 import envs
+from progress import Progress
 
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
 
@@ -76,8 +80,10 @@ class Args:
     """env steps between resumable checkpoints (0: only at the end)"""
     resume: bool = False
     """continue from out_dir/checkpoint.pt (the running episode restarts)"""
-    threads: int = 1
-    """torch CPU threads"""
+    tensorboard: bool = False
+    """also write TensorBoard event files of the logged rows and progress lines to <out_dir>/tb"""
+    threads: Optional[int] = None
+    """torch CPU threads (default: every core this process may use; runner.py passes cores // --jobs)"""
     cuda: bool = True
     """use CUDA when it is available"""
 
@@ -181,7 +187,7 @@ def plot_returns(path: str, rows: list, title: str) -> None:
 
 def main(args: Args) -> dict:
     os.makedirs(os.path.join(args.out_dir, "snapshots"), exist_ok=True)
-    torch.set_num_threads(args.threads)
+    torch.set_num_threads(args.threads or len(os.sched_getaffinity(0)))
     device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
     env = make_env(args.env, args.seed)
     obs_dim, A = env.obs_dim, env.act_dim
@@ -226,7 +232,12 @@ def main(args: Args) -> dict:
                                         "np_rng": rng.bit_generator.state})
 
     s, ep_ret, ep_len, n_updates = env.reset(), 0.0, 0, 0
-    t0, last = time.time(), {}
+    t0, last = time.time(), {}  # last: the latest losses as tensors, read (.item()) only where they are logged
+    prog = Progress("sac", args.total_steps, out_dir=args.out_dir, tensorboard=args.tensorboard, unit="env steps",
+                    start=start)
+    for old in rows:  # a resumed run: progress.csv starts again with the checkpoint's rows
+        prog.log(old)
+    losses = lambda: {k: v.item() for k, v in last.items()}
     for step in range(start + 1, args.total_steps + 1):
         if step <= args.learning_starts:
             a = rng.uniform(-1, 1, A).astype(np.float32)
@@ -256,17 +267,16 @@ def main(args: Args) -> dict:
                     pi_opt.zero_grad(), lpi.backward(), pi_opt.step()
                     la = -(log_alpha.exp() * (logp.detach() + target_entropy)).mean()  # entropy tuning
                     a_opt.zero_grad(), la.backward(), a_opt.step()
-                last = {"q_loss": lq.item(), "pi_loss": lpi.item(), "alpha": log_alpha.exp().item()}
+                last = {"q_loss": lq.detach(), "pi_loss": lpi.detach(), "alpha": log_alpha.exp().detach()}
             with torch.no_grad():  # Polyak averaging of the target critics
                 torch._foreach_lerp_(list(q_target.parameters()), list(q.parameters()), args.tau)
 
-        if step % args.eval_every == 0 or step in args.snapshot_steps or step == args.total_steps:
+        evaluating = step % args.eval_every == 0 or step in args.snapshot_steps or step == args.total_steps
+        if evaluating:
             ev = evaluate(args.env, actor, low, high, args.eval_episodes, args.seed, device)
             row = row or {"step": step, "episode_return": ""}
             row["eval_return"] = ev
-            sps = (step - start) / (time.time() - t0)
-            print(f"step {step}: eval return {ev:.1f}, {sps:.0f} env steps/s, "
-                  f"ETA {(args.total_steps - step) / sps / 60:.1f} min, {last}", flush=True)
+            prog.update(step, {"eval_return": ev, **losses()}, force=True)
             if step in args.snapshot_steps or step == args.total_steps:
                 art = contract.policy_artifact(
                     actor.mean_net().cpu(), np.zeros(obs_dim), np.ones(obs_dim), low, high, method="sac_behavior",
@@ -275,14 +285,17 @@ def main(args: Args) -> dict:
                 actor.to(device)
                 contract.save_policy(os.path.join(args.out_dir, "snapshots", f"step_{step}.pt"), art)
         if row is not None:
-            losses = {k: last.get(k, "") for k in ("q_loss", "pi_loss", "alpha")}
+            logged = {k: last[k].item() if k in last else "" for k in ("q_loss", "pi_loss", "alpha")}
             rows.append({"step": step, "episode_return": row["episode_return"], "eval_return": row["eval_return"],
-                         **losses, "sps": round((step - start) / (time.time() - t0), 1)})
+                         **logged, "sps": round((step - start) / (time.time() - t0), 1)})
+            prog.log(rows[-1])  # progress.csv, flushed now
+        if not evaluating:  # an evaluation has printed its line
+            prog.update(step, losses)
         if args.checkpoint_every and step % args.checkpoint_every == 0 and step < args.total_steps:
             save_checkpoint(step)
 
+    prog.close()
     save_checkpoint(args.total_steps)
-    contract.save_csv(os.path.join(args.out_dir, "progress.csv"), rows)
     plot_returns(os.path.join(args.out_dir, "returns.png"), rows, f"SAC on {args.env} (seed {args.seed})")
     evals = [r["eval_return"] for r in rows if r.get("eval_return") != ""]
     print(f"done: {args.total_steps} env steps in {time.time() - t0:.0f}s, final eval return {evals[-1]:.1f}, "

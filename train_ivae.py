@@ -21,7 +21,11 @@ Output (in --out-dir):
                      u_mean_ablation when the ablation is fit too
     metrics.json     ELBO, reconstruction error, KL, per-restart ELBOs, MCC (when the dataset has `exogenous`)
     fig3.png         Fig. 3: true u coloured by c | iVAE posterior | no-c posterior (with --compare)
+    progress.csv     step, elbo, log_lik, kl (means over the last --log-every steps, all restarts) of the --prior
+                     fit, a row per --log-every steps, written as it goes; progress_<prior>.csv: the --compare fit
+    tb/<prior>/      TensorBoard event files of those rows and of the progress lines (with --tensorboard)
     args.json
+Progress: a line at most every ~10 s (step, steps/s, ETA, the last batch's ELBO and KL), besides the --log-every lines.
 MCC = mean absolute Pearson correlation between true and inferred latent dims after the best one-to-one
 matching (Hungarian), computed on the posterior means, as in the iVAE literature.
 """
@@ -40,6 +44,7 @@ from scipy.optimize import linear_sum_assignment
 
 import contract
 from ivae import IVAE
+from progress import Progress
 
 
 @dataclass
@@ -75,11 +80,13 @@ class Args:
     restarts: int = 4
     """independent restarts; the one with the best final ELBO is kept"""
     log_every: int = 2_000
-    """print a progress line every this many steps"""
+    """print a line and write a progress.csv row (means since the last one) every this many steps"""
     n_plot: int = 3_000
     """points drawn per panel of Fig. 3"""
-    threads: int = 2
-    """torch CPU threads (2 suits a 2-core machine; use 1 per job when running jobs in parallel)"""
+    tensorboard: bool = False
+    """also write TensorBoard event files of the progress rows and lines to <out_dir>/tb/<prior>"""
+    threads: Optional[int] = None
+    """torch CPU threads (default: every core this process may use; runner.py passes cores // --jobs)"""
     cuda: bool = False
     """use CUDA when available"""
     force: bool = False
@@ -136,8 +143,9 @@ def evaluate_model(model: IVAE, tensors, batch: int = 8192, seed: int = 0) -> di
             "u_mean": np.concatenate(means, 1), "u_logvar": np.concatenate(logvars, 1)}
 
 
-def fit(args: Args, prior: str, data: dict, tensors, device) -> dict:
-    """Train `restarts` models side by side with the given prior; keep the one with the best final ELBO on D_all."""
+def fit(args: Args, prior: str, data: dict, tensors, device, csv_name: str = "progress.csv") -> dict:
+    """Train `restarts` models side by side with the given prior; keep the one with the best final ELBO on D_all.
+    Its progress rows go to <out_dir>/<csv_name> (and with --tensorboard to <out_dir>/tb/<prior>)."""
     meta = data["metadata"]
     latent_dim = args.latent_dim or (data["exogenous"].shape[1] if "exogenous" in data else meta["obs_dim"])
     E = args.restarts
@@ -149,6 +157,8 @@ def fit(args: Args, prior: str, data: dict, tensors, device) -> dict:
     opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=args.lr)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, args.total_steps, eta_min=args.lr / 10)
     n, t0, running = len(tensors[0]), time.time(), []
+    prog = Progress(f"{prior}, {E} restarts", args.total_steps, out_dir=args.out_dir, csv_name=csv_name,
+                    tensorboard=args.tensorboard, tb_dir=os.path.join(args.out_dir, "tb", prior))
     for step in range(1, args.total_steps + 1):
         idx = torch.as_tensor(rng.integers(0, n, (E, args.batch_size)), device=device)  # own minibatch per member
         elbo, log_lik, kl = elbo_terms(model, *(t[idx] for t in tensors))
@@ -157,12 +167,15 @@ def fit(args: Args, prior: str, data: dict, tensors, device) -> dict:
         loss.backward()
         opt.step()
         sched.step()
-        running.append([elbo.mean().item(), log_lik.mean().item(), kl.mean().item()])
+        running.append(torch.stack([elbo.mean(), log_lik.mean(), kl.mean()]).detach())  # read at the log points only
         if step % args.log_every == 0 or step == args.total_steps:
-            e, ll, k = np.mean(running, 0)
+            e, ll, k = torch.stack(running).cpu().double().numpy().mean(0)
             running, rate = [], step / (time.time() - t0)
+            prog.log({"step": step, "elbo": float(e), "log_lik": float(ll), "kl": float(k)})  # progress.csv, flushed
             print(f"[{prior}, {E} restarts] step {step}/{args.total_steps}  elbo {e:.3f}  log_lik {ll:.3f}  "
                   f"kl {k:.3f}  {rate:.0f} steps/s  eta {(args.total_steps - step) / rate:.0f}s", flush=True)
+        prog.update(step, lambda: {"elbo": elbo.mean().item(), "kl": kl.mean().item()})
+    prog.close()
     model.eval()
     result = evaluate_model(model, tensors, seed=args.seed)
     best = int(np.argmax(result["elbo"]))  # model selection by ELBO only, never by MCC
@@ -214,7 +227,8 @@ def main(args: Args) -> dict:
     data = contract.load_dataset(args.dataset)
     keep = ~data["augmented"] if "augmented" in data else np.ones(len(data["rewards"]), bool)
     data = {k: (v[keep] if isinstance(v, np.ndarray) else v) for k, v in data.items()}
-    arg_dict = {k: v for k, v in asdict(args).items() if k not in ("force", "log_every", "threads", "cuda")}
+    arg_dict = {k: v for k, v in asdict(args).items()
+                if k not in ("force", "log_every", "threads", "cuda", "tensorboard")}  # those leave the fit unchanged
     metrics_path = os.path.join(args.out_dir, "metrics.json")
     if os.path.exists(metrics_path) and not args.force:
         with open(metrics_path) as f:
@@ -222,7 +236,7 @@ def main(args: Args) -> dict:
         if old.get("args") == arg_dict and old.get("dataset_fingerprint") == contract.fingerprint(data):
             print(f"{args.out_dir} already holds this fit: kept (use --force to re-fit)")
             return old
-    torch.set_num_threads(args.threads)
+    torch.set_num_threads(args.threads or len(os.sched_getaffinity(0)))
     device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
     tensors = [torch.as_tensor(data[k], device=device) for k in ("observations", "actions", "next_observations")]
     tensors.append(torch.as_tensor(data["aux"], device=device))
@@ -231,7 +245,7 @@ def main(args: Args) -> dict:
     fits = {args.prior: fit(args, args.prior, data, tensors, device)}
     other = "standard" if args.prior == "conditional" else "conditional"
     if args.compare:
-        fits[other] = fit(args, other, data, tensors, device)
+        fits[other] = fit(args, other, data, tensors, device, f"progress_{other}.csv")
     main_fit = fits[args.prior]
 
     os.makedirs(args.out_dir, exist_ok=True)

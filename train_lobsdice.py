@@ -19,7 +19,8 @@ On an augmented dataset the counterfactual rows join the expert (s, s') side and
 
 Input: a dataset `.npz` (docs/contract.md): observations, next_observations, actions (union only), expert, episode_ids.
 Output (in --out-dir): policy.pt (policy artifact, docs/contract.md), progress.csv (losses, cost on both sides,
-weight spread, eval return), args.json.
+weight spread, eval return; a row per evaluation, written as it goes), args.json, and with --tensorboard the event
+files in tb/. Progress: a line at most every ~10 s (step, steps/s, ETA, last losses), besides every evaluation's.
 """
 
 import os
@@ -36,6 +37,7 @@ import tyro
 import contract
 import envs
 from policy import Actor, Normalizer, artifact, final_eval, in_training_eval
+from progress import Progress
 
 EPS2 = 1e-3  # inside the cost's log, as in the official code
 
@@ -84,8 +86,10 @@ class Args:
     """episodes per split of that final evaluation"""
     act_eps: float = 1e-6
     """actions are clipped to ±(1 - act_eps) before atanh in the actor's likelihood (policy.Actor)"""
-    threads: int = 1
-    """torch CPU threads"""
+    tensorboard: bool = False
+    """also write TensorBoard event files of the logged rows and progress lines to <out_dir>/tb"""
+    threads: Optional[int] = None
+    """torch CPU threads (default: every core this process may use; runner.py passes cores // --jobs)"""
     cuda: bool = False
     """use CUDA when available"""
 
@@ -153,7 +157,7 @@ def main(args: Args) -> dict:
         raise ValueError(f"{args.dataset}: D_U is empty (every collected row is expert)")
     ep = data["episode_ids"]
     init_rows = np.flatnonzero(~aug & (np.r_[True, ep[1:] != ep[:-1]]))  # first row of every episode
-    torch.set_num_threads(args.threads)
+    torch.set_num_threads(args.threads or len(os.sched_getaffinity(0)))
     torch.manual_seed(args.seed)
     rng = np.random.default_rng(args.seed)
     device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
@@ -174,6 +178,7 @@ def main(args: Args) -> dict:
           f"{len(init_rows)} initial states ({args.dataset})")
 
     log, t0 = [], time.time()
+    prog = Progress(method, args.total_steps, out_dir=args.out_dir, tensorboard=args.tensorboard)
     for step in range(1, args.total_steps + 1):
         ie = torch.as_tensor(rng.choice(exp_rows, B), device=device)
         iu = torch.as_tensor(rng.integers(0, N, B), device=device)
@@ -207,15 +212,17 @@ def main(args: Args) -> dict:
                    "adv_mean": adv.mean().item(), "weight_max": w.max().item(),
                    "ess_frac": (w.sum() ** 2 / (w ** 2).sum()).item() / B, "eval_return": ret}
             log.append(row)
+            prog.log(row)  # progress.csv, flushed now
             print(f"[{method}] step {step}/{args.total_steps}  cost {row['cost_loss']:.3f}  nu {row['nu_loss']:.3f}  "
                   f"policy {row['policy_loss']:.3f}  r(E) {row['cost_expert']:.2f}  r(U) {row['cost_union']:.2f}  "
                   f"w max {row['weight_max']:.1f}  eval return {ret:.2f}  {step / (time.time() - t0):.0f} steps/s", flush=True)
+        prog.update(step, lambda: {"cost_loss": c_loss.item(), "nu_loss": n_loss.item(), "policy_loss": p_loss.item()})
+    prog.close()
 
     contract.save_policy(os.path.join(args.out_dir, "policy.pt"), artifact(
         actor.cpu(), norm, method=method, seed=args.seed, env=spec, dataset_fingerprint=contract.fingerprint(data),
         dataset=args.dataset, train_args=asdict(args)))
     contract.save_json(os.path.join(args.out_dir, "args.json"), asdict(args))
-    contract.save_csv(os.path.join(args.out_dir, "progress.csv"), log)
     if args.final_eval:
         final_eval(os.path.join(args.out_dir, "policy.pt"), spec, args.final_eval_episodes, args.final_eval)
     return {"method": method, "log": log}

@@ -14,7 +14,8 @@ with twin target critics Q̄ following Q by Polyak averaging. The policy is the 
 
 Input: a dataset `.npz` (docs/contract.md): observations, actions, next_observations, terminals, expert, augmented.
 Output (in --out-dir): policy.pt (policy artifact, docs/contract.md), progress.csv (losses, R on D_E and D_U, eval
-return), args.json.
+return; a row per evaluation, written as it goes), args.json, and with --tensorboard the event files in tb/.
+Progress: a line at most every ~10 s (step, steps/s, ETA, last losses), besides the line of every evaluation.
 """
 
 import os
@@ -31,6 +32,7 @@ import tyro
 import contract
 import envs
 from policy import Actor, Normalizer, artifact, final_eval, in_training_eval
+from progress import Progress
 
 R_MIN, R_MAX, EXP_ADV_MAX = 0.1, 0.9, 100.0
 
@@ -86,8 +88,10 @@ class Args:
     """episodes per split of that final evaluation"""
     act_eps: float = 1e-6
     """actions are clipped to ±(1 - act_eps) before atanh in the actor's likelihood (policy.Actor)"""
-    threads: int = 1
-    """torch CPU threads"""
+    tensorboard: bool = False
+    """also write TensorBoard event files of the logged rows and progress lines to <out_dir>/tb"""
+    threads: Optional[int] = None
+    """torch CPU threads (default: every core this process may use; runner.py passes cores // --jobs)"""
     cuda: bool = False
     """use CUDA when available"""
 
@@ -156,7 +160,7 @@ def main(args: Args) -> dict:
     exp_rows = np.flatnonzero(data["expert"])  # collected D_E and the counterfactual rows
     if len(unl_rows) == 0:
         raise ValueError(f"{args.dataset}: D_U is empty (every collected row is expert); ORIL needs unlabelled data")
-    torch.set_num_threads(args.threads)
+    torch.set_num_threads(args.threads or len(os.sched_getaffinity(0)))
     torch.manual_seed(args.seed)
     rng = np.random.default_rng(args.seed)
     device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
@@ -175,6 +179,7 @@ def main(args: Args) -> dict:
     reward_model = RewardModel(obs_dim, act_dim, args.hidden, args.n_hidden).to(device)
     r_opt = torch.optim.Adam(reward_model.parameters(), lr=args.reward_lr)
     reward_steps = args.reward_steps if args.reward_steps is not None else args.total_steps * 2 // 5
+    prog = Progress(f"{method} reward model", reward_steps)  # lines only: the rows below carry its last loss
     for step in range(1, reward_steps + 1):
         ie = torch.as_tensor(rng.choice(exp_rows, args.batch_size), device=device)
         iu = torch.as_tensor(rng.choice(unl_rows, args.batch_size), device=device)
@@ -182,6 +187,7 @@ def main(args: Args) -> dict:
         r_opt.zero_grad()
         r_loss.backward()
         r_opt.step()
+        prog.update(step, lambda: {"loss": r_loss.item()})  # the loss is read only when a line is due
     with torch.no_grad():  # relabel D_all once with the frozen R_ψ
         reward = reward_model(obs, act)
     r_e, r_u = reward[exp_rows].mean().item(), reward[unl_rows].mean().item()
@@ -199,6 +205,7 @@ def main(args: Args) -> dict:
     actor_opt = torch.optim.Adam(actor.parameters(), lr=args.actor_lr)
     actor_sched = torch.optim.lr_scheduler.CosineAnnealingLR(actor_opt, args.total_steps)
     log, t1 = [], time.time()
+    prog = Progress(method, args.total_steps, out_dir=args.out_dir, tensorboard=args.tensorboard)
     for step in range(1, args.total_steps + 1):
         idx = torch.as_tensor(rng.integers(0, N, args.batch_size), device=device)
         s, a, s2 = obs[idx], act[idx], next_obs[idx]
@@ -229,15 +236,17 @@ def main(args: Args) -> dict:
                    "v_loss": v_loss.item(), "q_loss": c_loss.item(), "actor_loss": a_loss.item(),
                    "q_mean": q.mean().item(), "adv_mean": adv.mean().item(), "eval_return": ret}
             log.append(row)
+            prog.log(row)  # progress.csv, flushed now
             print(f"[{method}] step {step}/{args.total_steps}  v {row['v_loss']:.3f}  q {row['q_loss']:.3f}  "
                   f"actor {row['actor_loss']:.3f}  Q {row['q_mean']:.1f}  eval return {ret:.2f}  "
                   f"{step / (time.time() - t1):.0f} steps/s", flush=True)
+        prog.update(step, lambda: {"v_loss": v_loss.item(), "q_loss": c_loss.item(), "actor_loss": a_loss.item()})
+    prog.close()
 
     contract.save_policy(os.path.join(args.out_dir, "policy.pt"), artifact(
         actor.cpu(), norm, method=method, seed=args.seed, env=spec, dataset_fingerprint=contract.fingerprint(data),
         dataset=args.dataset, train_args=asdict(args)))
     contract.save_json(os.path.join(args.out_dir, "args.json"), asdict(args))
-    contract.save_csv(os.path.join(args.out_dir, "progress.csv"), log)
     if args.final_eval:
         final_eval(os.path.join(args.out_dir, "policy.pt"), spec, args.final_eval_episodes, args.final_eval)
     return {"method": method, "log": log, "r_expert": r_e, "r_unlabelled": r_u}

@@ -26,6 +26,12 @@ def to_run(root, **kw):
     return {j["name"] for j in runner.main(grid(root, dry_run=True, **kw))["jobs"] if j["state"] == "run"}
 
 
+@pytest.fixture
+def two_cores(monkeypatch):
+    """A 2-core machine, as the main job's: with the default --jobs 2, every job gets --threads 1."""
+    monkeypatch.setattr(runner, "cpu_cores", lambda: 2)
+
+
 def commands(**kw):
     """{job: command without the interpreter} of a dry run with the benchmark's defaults, in the repo."""
     jobs = runner.main(runner.Args(root=ROOT, dry_run=True, **kw))["jobs"]
@@ -60,12 +66,14 @@ def test_local_grid_writes_every_result_and_a_second_run_skips_all(local):
     assert all((results / f).exists() for f in ("table.md", "fig4.png", "fig5.png"))
     assert "| oilca_r0.25 |" in (results / "table.md").read_text()
     stages = {"collect", "ivae", "bc", "augment", "dwbc_oilca", "fig5_ratios", "references", "report", "total"}
-    assert set(json.load(open(results / "timing.json"))) == stages
+    timing = json.load(open(results / "timing.json"))
+    assert set(timing) == stages and all(v > 0 for v in timing.values())
     assert len((root / "runs" / "toy" / "jobs.log").read_text().splitlines()) == len(JOBS)
     assert all((root / "runs" / "toy" / "logs" / f"{j}.log").exists() for j in JOBS)
     again = runner.main(grid(root))
     assert again["ok"] and again["ran"] == [] and {j["state"] for j in again["jobs"]} == {"skip"}
     assert returns(root) == before
+    assert json.load(open(results / "timing.json")) == timing  # an invocation that ran nothing keeps the timing
 
 
 def test_dry_run_lists_the_jobs_and_runs_nothing(tmp_path, capsys):
@@ -77,9 +85,9 @@ def test_dry_run_lists_the_jobs_and_runs_nothing(tmp_path, capsys):
     assert "17 of 17 jobs would run" in printed
 
 
-def test_toy_defaults_are_the_main_jobs_commands():
+def test_toy_defaults_are_the_main_jobs_commands(two_cores):
     cmds = commands()
-    ev = "--out-dir runs/toy/{0} --final-eval-episodes 100 --final-eval 'results/toy/{0}_{{split}}.json'"
+    ev = "--out-dir runs/toy/{0} --final-eval-episodes 100 --final-eval 'results/toy/{0}_{{split}}.json' --threads 1"
     assert cmds["collect"] == "collect_data.py --env toy --out data/toy.npz --seed 0 --force"
     assert cmds["ivae"] == ("train_ivae.py --dataset data/toy.npz --out-dir runs/toy/ivae --seed 0 --total-steps 10000 "
                             "--threads 1 --force")
@@ -87,7 +95,7 @@ def test_toy_defaults_are_the_main_jobs_commands():
                                  + ev.format("bc_exp_s4"))
     assert cmds["augment_r1.0_s1"] == ("augment.py --dataset data/toy.npz --ivae runs/toy/ivae/ivae.pt --sampler "
                                        "runs/toy/bc_exp_s1/policy.pt --ratio 1.0 --seed 1 "
-                                       "--out data/toy_aug_r1.0_s1.npz")
+                                       "--out data/toy_aug_r1.0_s1.npz --threads 1")
     assert cmds["oilca_s3"] == ("train_dwbc.py --dataset data/toy_aug_r0.5_s3.npz --seed 3 --total-steps 5000 "
                                 + ev.format("oilca_s3"))
     assert cmds["oilca_r0.1_s0"] == ("train_dwbc.py --dataset data/toy_aug_r0.1_s0.npz --seed 0 --total-steps 5000 "
@@ -101,16 +109,48 @@ def test_toy_defaults_are_the_main_jobs_commands():
     assert set(cmds) == {"collect", "ivae", "bc_exp_s0", "augment_r0.5_s0", "oril_s0", "bcnd_s0", "lobsdice_s0",
                          "oril_ca_s0", "bcnd_ca_s0", "reference_expert", "reference_random", "report"}
     assert cmds["bcnd_ca_s0"].startswith("train_bcnd.py --dataset data/toy_aug_r0.5_s0.npz --seed 0 --total-steps 5000")
+    assert all(cmds[j].endswith(" --threads 1") for j in ("oril_s0", "bcnd_s0", "lobsdice_s0", "oril_ca_s0"))
 
 
-def test_dmc_and_cw_presets():
+def test_threads_share_the_cores_among_the_jobs(monkeypatch, capsys):
+    monkeypatch.setattr(runner, "cpu_cores", lambda: 8)
+    for jobs, threads in ((2, 4), (3, 2), (16, 1)):
+        cmds = commands(jobs=jobs, methods=("bc_exp", "dwbc", "oilca", "baselines"), seeds=(0,), fig5_ratios=())
+        takes = ("ivae", "bc_exp_s0", "augment_r0.5_s0", "dwbc_s0", "oilca_s0", "oril_s0", "bcnd_s0", "lobsdice_s0",
+                 "oril_ca_s0", "bcnd_ca_s0")
+        assert all(f" --threads {threads}" in cmds[j] for j in takes), cmds
+        assert not any("--threads" in cmds[j] for j in ("collect", "reference_expert", "report"))
+        printed = capsys.readouterr().out
+        assert f"runner: --threads {threads} for every job that takes it (8 cores // --jobs {jobs})" in printed
+    assert "--resume --threads 4" in commands(benchmark="dmc:cartpole-swingup")["sac"]
+    assert all(" --threads 3" in c for j, c in commands(threads=3).items() if j.startswith(("bc_", "ivae", "oilca")))
+    assert "--threads 3 for every job that takes it (as given)" in capsys.readouterr().out
+
+
+def test_timing_keeps_the_last_measured_value_of_every_stage(tmp_path):
+    path = str(tmp_path / "results" / "timing.json")
+    first = runner.write_timing(path, {"collect": 1.0, "ivae": 80.0, "bc": 200.0, "total": 300.0},
+                                ["collect", "ivae", "bc", "report"])
+    assert first == {"collect": 1.0, "ivae": 80.0, "bc": 200.0, "total": 300.0}  # report never ran: no value
+    # a second invocation runs only the BC jobs and the report: the other stages keep their values
+    second = runner.write_timing(path, {"bc": 50.0, "report": 2.0, "total": 55.0}, ["collect", "ivae", "bc", "report"])
+    assert second == {"collect": 1.0, "ivae": 80.0, "bc": 50.0, "report": 2.0, "total": 55.0}
+    assert json.load(open(path)) == second and list(json.load(open(path))) == list(second)
+    # a stage of an earlier grid that this one lacks (the baselines) keeps its value too
+    runner.write_timing(path, {"baselines": 700.0, "total": 701.0}, ["baselines"])
+    assert runner.write_timing(path, {"ivae": 70.0, "total": 71.0}, ["collect", "ivae"]) == \
+        {"collect": 1.0, "ivae": 70.0, "baselines": 700.0, "bc": 50.0, "report": 2.0, "total": 71.0}
+
+
+def test_dmc_and_cw_presets(two_cores):
     dmc = commands(benchmark="dmc:cartpole-swingup")
-    assert "--total-steps 200000 --update-every 2 --resume" in dmc["sac"]
+    assert "--total-steps 200000 --update-every 2 --resume --threads 1" in dmc["sac"]
     assert "runs/dmc_cartpole-swingup/sac/snapshots/step_200000.pt --dmc.episodes 200" in dmc["collect"]
     assert "--total-steps 10000" in dmc["oril_ca_s2"] and "--eval-every 0" in dmc["bcnd_s0"] and "oril_s3" not in dmc
     cw = commands(benchmark="cw:pushing")
     assert "--cw.episodes 600" in cw["collect"] and "--restarts 2 --no-compare" in cw["ivae"]
-    assert "--eval-every 0 --eval-episodes 1 --act-eps 0.01" in cw["dwbc_s1"] and "--act-eps" not in cw["bcnd_s1"]
+    assert "--eval-every 0 --eval-episodes 1 --act-eps 0.01 --threads 1" in cw["dwbc_s1"]
+    assert "--act-eps" not in cw["bcnd_s1"]
     assert "--split A B --episodes 10" in cw["reference_expert"]
 
 
@@ -165,7 +205,7 @@ def test_code_changes_make_jobs_stale(tmp_path, monkeypatch):
     # the code of a job: its script and the repo modules it imports, directly, lazily or through envs.py's backends
     assert runner.code_files("train_dwbc.py") == ["contract.py", "cw_env.py", "dmc_env.py", "envs.py", "policy.py",
                                                   "toy_env.py", "train_dwbc.py"]
-    assert runner.code_files("train_ivae.py") == ["contract.py", "ivae.py", "train_ivae.py"]
+    assert runner.code_files("train_ivae.py") == ["contract.py", "ivae.py", "progress.py", "train_ivae.py"]
     # a change to an imported module changes the digest; a module that is not imported does not
     monkeypatch.setattr(runner, "REPO", str(tmp_path))
     (tmp_path / "stage.py").write_text("import numpy as np\nimport shared\n\ndef f():\n    from lazy import g\n")
