@@ -58,6 +58,8 @@ from typing import Dict, List, Literal, Optional, Tuple
 
 import tyro
 
+import envs
+
 REPO = os.path.dirname(os.path.abspath(__file__))
 BASELINES = ("oril", "bcnd", "lobsdice", "oril_ca", "bcnd_ca")
 METHODS = ("bc_exp", "bc_all", "dwbc", "oilca") + BASELINES
@@ -150,9 +152,10 @@ def resolve(args: Args) -> Tuple[Args, dict]:
     """Fill the Args left as None from the benchmark's preset (and --threads from the cores and --jobs); returns
     (a copy of args, preset)."""
     args = dataclasses.replace(args)
-    backend, _, task = args.benchmark.partition(":")
-    if backend not in PRESETS or (backend == "toy") != (task == ""):
-        raise SystemExit(f"error: unknown benchmark '{args.benchmark}': use toy, dmc:<domain>-<task> or cw:<task>")
+    try:
+        backend, task = envs.parse_env_id(args.benchmark)
+    except ValueError as e:
+        raise SystemExit(f"error: --benchmark: {e}")
     preset = dict(PRESETS[backend], kind=backend, task=task, slug=backend + ("_" + task if task else ""))
     for key, value in preset.items():
         if getattr(args, key, 0) is None:

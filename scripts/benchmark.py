@@ -59,7 +59,7 @@ def main(args: Args) -> dict:
         t = timed(lambda: collect_data.main(collect_data.Args(out=data)))
         out["collect_data (15k transitions)"] = f"{t:.1f} s"
         n, share = args.steps, args.steps / MAIN_JOB_STEPS
-        quiet = dict(eval_every=0, eval_episodes=1)
+        quiet = dict(eval_every=0, eval_episodes=1, threads=1)
         runs = {  # method: (what is timed, its main() call, updates in the timed run)
             "bc": ("train_bc updates/s (batch 256, 2x256)", lambda o: train_bc.main(train_bc.Args(dataset=data, out_dir=o, total_steps=n, **quiet)), n),
             "dwbc": ("train_dwbc updates/s (batch 256+256, actor 2x256 + discriminator)",
@@ -69,7 +69,7 @@ def main(args: Args) -> dict:
             "lobsdice": ("train_lobsdice updates/s (batch 256, cost + nu with grad penalties + actor)",
                          lambda o: train_lobsdice.main(train_lobsdice.Args(dataset=data, out_dir=o, total_steps=n, **quiet)), n),
             "bcnd": ("train_bcnd steps/s (K=5 members side by side, batch 256 each)",
-                     lambda o: train_bcnd.main(train_bcnd.Args(dataset=data, out_dir=o, epochs=max(1, round(100 * share)), eval_episodes=1)),
+                     lambda o: train_bcnd.main(train_bcnd.Args(dataset=data, out_dir=o, epochs=max(1, round(100 * share)), eval_episodes=1, threads=1)),
                      5 * max(1, round(100 * share)) * 12),  # 5 rounds x epochs x ceil(3000 rows / 256)
         }
         names = {"bc": "bc_exp / bc_all", "dwbc": "dwbc / oilca", "oril": "oril / oril_ca", "lobsdice": "lobsdice",
