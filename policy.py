@@ -10,13 +10,20 @@
   evaluate.py rolls a policy out without the script that trained it.
 * `in_training_eval`: the learning-curve return during training; `evaluate_and_save` / `final_eval`: the one
   result JSON per (policy, split) that evaluate.py and every trainer's `--final-eval` write, and report.py reads.
+* Seeds side by side (`--seeds` of train_bc.py and train_dwbc.py): `replica_args` gives each seed the Args of a run
+  with `--seed k` alone; `stack_replicas` turns R networks of one class into one network whose every nn.Linear is a
+  `BatchedLinear` ([R, B, in] -> [R, B, out], one batched matmul), so the class's own forward and `log_prob` run
+  the R replicas at once; `load_replica` copies replica k back into its plain module (for evaluation and the
+  artifact); `minibatch_generator` is a replica's device generator for minibatch indices on a GPU.
 
 A trainer that needs another policy class (BCND's Gaussian ensemble) defines it in its own file and still saves it
 through `contract.policy_artifact`, so evaluation never depends on the trainer.
 """
 
+import copy
+import dataclasses
 import os
-from typing import Callable, Optional, Sequence
+from typing import Callable, List, Optional, Sequence
 
 import numpy as np
 import torch
@@ -61,8 +68,78 @@ class Actor(nn.Module):
 
 
 def bc_loss(actor: Actor, obs, act):
-    """Negative log-likelihood, summed over action dims and averaged over the batch."""
-    return -actor.log_prob(obs, act).sum(-1).mean()
+    """Negative log-likelihood, summed over action dims and averaged over the batch: a scalar for [B, dim] inputs,
+    one loss per replica [R] for a stacked actor's [R, B, dim]."""
+    return -actor.log_prob(obs, act).sum(-1).mean(-1)
+
+
+class BatchedLinear(nn.Module):
+    """R independent linear layers in one batched matmul, [R, B, in] -> [R, B, out]. Built from R nn.Linear
+    modules (weights transposed to [R, in, out], biases [R, 1, out]), so replica k starts as its own layer."""
+
+    def __init__(self, linears: Sequence[nn.Linear]):
+        super().__init__()
+        self.weight = nn.Parameter(torch.stack([lin.weight.detach().T for lin in linears]).contiguous())
+        self.bias = nn.Parameter(torch.stack([lin.bias.detach() for lin in linears]).unsqueeze(1).contiguous())
+
+    def forward(self, x):
+        return torch.baddbmm(self.bias, x, self.weight)
+
+
+def stack_replicas(modules: Sequence[nn.Module]) -> nn.Module:
+    """One module computing R networks of the same class side by side: a copy of modules[0] whose every nn.Linear
+    is a BatchedLinear of the R modules' layers. Its methods (Actor.forward, Actor.log_prob, …) then take inputs
+    [R, B, dim] and return [R, B, …], since every other op of these networks (ReLU, clamp, cat or sum over the last
+    dim) acts row by row. Replica k's parameters are slices [k] of the stacked ones: its gradient of a summed loss
+    Σ_k L_k is ∂L_k alone, and Adam is elementwise, so the replicas train independently."""
+    stacked = copy.deepcopy(modules[0])
+    for name, m in modules[0].named_modules():
+        if isinstance(m, nn.Linear):
+            parent, _, attr = name.rpartition(".")
+            setattr(stacked.get_submodule(parent), attr, BatchedLinear([mod.get_submodule(name) for mod in modules]))
+    return stacked
+
+
+@torch.no_grad()
+def load_replica(module: nn.Module, stacked: nn.Module, k: int) -> nn.Module:
+    """Copy replica k of `stacked` (from stack_replicas) into `module`, a plain network of the same class; returns it."""
+    for name, m in stacked.named_modules():
+        if isinstance(m, BatchedLinear):
+            lin = module.get_submodule(name)
+            lin.weight.copy_(m.weight[k].T)
+            lin.bias.copy_(m.bias[k, 0])
+    return module
+
+
+def replica_args(args) -> List:
+    """One Args per training seed, `args.seeds` or else `args.seed`, each as `--seed k` alone would have it: seed = k,
+    seeds = None, `{seed}` in out_dir and final_eval replaced by k. Several seeds need `{seed}` in both paths."""
+    seeds = list(args.seeds) if args.seeds else [args.seed]
+    if len(seeds) > 1:
+        if len(set(seeds)) < len(seeds):
+            raise ValueError(f"--seeds must be distinct, got {seeds}")
+        for flag, path in (("--out-dir", args.out_dir), ("--final-eval", args.final_eval)):
+            if path is not None and "{seed}" not in path:
+                raise ValueError(f"with several --seeds, {flag} must contain {{seed}} (got {path})")
+
+    def sub(path, k):
+        return path if path is None else path.replace("{seed}", str(k))
+
+    return [dataclasses.replace(args, seed=k, seeds=None, out_dir=sub(args.out_dir, k), final_eval=sub(args.final_eval, k))
+            for k in seeds]
+
+
+def minibatch_generator(seed: int, device: torch.device) -> Optional[torch.Generator]:
+    """On a GPU, a replica's own generator for minibatch indices, seeded by its seed, so indices are drawn on the
+    device (no host round trip); on the CPU None: numpy's default_rng(seed) draws them, as it always has."""
+    return torch.Generator(device=device).manual_seed(seed) if device.type == "cuda" else None
+
+
+def cpu_threads(threads: Optional[int]) -> int:
+    """`--threads`, or by default every core this process may run on."""
+    if threads:
+        return threads
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 class Normalizer:

@@ -8,15 +8,21 @@ normalised with the mean/std of the training rows (+1e-3), actions are mapped fr
 Input:  a dataset `.npz` (docs/contract.md). With `--data expert` the rows with expert=True (the collected D_E; with
         `--include-augmented` also the counterfactual rows of an augmented dataset); with `--data all` every
         collected row.
-Output (in --out-dir): policy.pt (policy artifact, docs/contract.md), progress.csv (step, loss, eval return),
-        args.json. The deterministic action is the tanh of the mean.
+Output (in --out-dir): policy.pt (policy artifact, docs/contract.md), progress.csv (step, loss, eval return; a row
+        per evaluation, written as the run goes), args.json, and with --tensorboard event files in tb/. The
+        deterministic action is the tanh of the mean.
+
+Seeds side by side: `--seeds 0 1 2 3 4` trains one independent replica per seed in this process, the R actors
+stacked into one batched network (policy.stack_replicas). Replica k is initialised as `--seed k` alone is, draws its
+minibatches from its own default_rng(k) with the same calls, and has its own slice of the Adam moments, so it
+follows the single run up to float rounding; it writes the files of that run to `--out-dir` and `--final-eval`
+with `{seed}` replaced by k. One seed (the default) runs the plain loop below, unchanged.
 """
 
 import os
 import sys
-import time
 from dataclasses import asdict, dataclass
-from typing import Literal, Optional
+from typing import Literal, Optional, Tuple
 
 import numpy as np
 import torch
@@ -24,7 +30,9 @@ import tyro
 
 import contract
 import envs
-from policy import Actor, Normalizer, artifact, bc_loss, final_eval, in_training_eval
+from policy import (Actor, Normalizer, artifact, bc_loss, cpu_threads, final_eval, in_training_eval, load_replica,
+                    minibatch_generator, replica_args, stack_replicas)
+from progress import Progress
 
 
 @dataclass
@@ -39,6 +47,9 @@ class Args:
     """with --data expert: also clone the counterfactual (augmented) rows of an augmented dataset"""
     seed: int = 0
     """seed of the initialisation and minibatches"""
+    seeds: Optional[Tuple[int, ...]] = None
+    """train one replica per seed side by side in this process (e.g. `--seeds 0 1 2 3 4`); --out-dir and
+    --final-eval then need `{seed}`, which becomes each replica's seed"""
     total_steps: int = 5_000
     """gradient steps"""
     batch_size: int = 256
@@ -66,13 +77,25 @@ class Args:
     act_eps: float = 1e-6
     """actions are clipped to ±(1 - act_eps) before atanh in the tanh-Gaussian likelihood (CausalWorld: its experts'
     actions sit at exactly ±1, where 1e-6 makes the targets ±7.25; use 1e-2)"""
-    threads: int = 1
-    """torch CPU threads"""
+    threads: Optional[int] = None
+    """torch CPU threads (default: every core this process may use)"""
     cuda: bool = False
-    """use CUDA when available"""
+    """use CUDA when available (data and minibatch sampling then stay on the GPU)"""
+    tensorboard: bool = False
+    """also write TensorBoard event files to <out_dir>/tb"""
+    loss_trace: int = 0
+    """return the losses of the first this many steps (tests compare replicas with single runs)"""
+
+
+def draw(rng: np.random.Generator, gen: Optional[torch.Generator], n: int, batch: int, device) -> torch.Tensor:
+    """Minibatch row indices: numpy's rng on the CPU, the replica's device generator on a GPU."""
+    if gen is None:
+        return torch.as_tensor(rng.integers(0, n, batch), device=device)
+    return torch.randint(0, n, (batch,), generator=gen, device=device)
 
 
 def main(args: Args) -> dict:
+    runs = replica_args(args)  # one Args per seed, as `--seed k` alone would have them
     data = contract.load_dataset(args.dataset)
     meta = data["metadata"]
     aug = data["augmented"] if "augmented" in data else np.zeros(len(data["rewards"]), bool)
@@ -83,40 +106,89 @@ def main(args: Args) -> dict:
         rows = ~aug
     obs, act = data["observations"][rows], data["actions"][rows]
     method = args.method or f"bc_{args.data if args.data == 'all' else 'exp'}"
-    torch.set_num_threads(args.threads)
-    torch.manual_seed(args.seed)
-    rng = np.random.default_rng(args.seed)
+    torch.set_num_threads(cpu_threads(args.threads))
     device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
 
     norm = Normalizer(obs, meta["action_low"], meta["action_high"])
     obs_t, act_t = torch.as_tensor(norm.obs(obs), device=device), torch.as_tensor(norm.act(act), device=device)
-    actor = Actor(meta["obs_dim"], meta["act_dim"], args.hidden, args.n_hidden, args.act_eps).to(device)
-    opt = torch.optim.Adam(actor.parameters(), lr=args.lr, weight_decay=args.weight_decay)
     spec = envs.env_spec(meta)
-    print(f"{method}: cloning {rows.sum()} rows of {args.dataset} ({contract.describe(data)})")
+    print(f"{method}: cloning {rows.sum()} rows of {args.dataset} ({contract.describe(data)})"
+          + (f", seeds {[a.seed for a in runs]} side by side" if len(runs) > 1 else ""))
 
-    os.makedirs(args.out_dir, exist_ok=True)
-    log, t0 = [], time.time()
+    def new_actor(seed: int) -> Actor:
+        torch.manual_seed(seed)
+        return Actor(meta["obs_dim"], meta["act_dim"], args.hidden, args.n_hidden, args.act_eps)
+
+    def is_eval_step(step: int) -> bool:
+        return bool(args.eval_every and step % args.eval_every == 0) or step == args.total_steps
+
+    def finish(actor: Actor, a: Args) -> None:
+        contract.save_policy(os.path.join(a.out_dir, "policy.pt"), artifact(
+            actor, norm, method=method, seed=a.seed, env=spec, dataset_fingerprint=contract.fingerprint(data),
+            dataset=a.dataset, train_args=asdict(a)))
+        contract.save_json(os.path.join(a.out_dir, "args.json"), asdict(a))
+        if a.final_eval:
+            final_eval(os.path.join(a.out_dir, "policy.pt"), spec, a.final_eval_episodes, a.final_eval)
+
+    if len(runs) == 1:  # one seed: the plain loop
+        a = runs[0]
+        actor = new_actor(a.seed).to(device)
+        rng, gen = np.random.default_rng(a.seed), minibatch_generator(a.seed, device)
+        opt = torch.optim.Adam(actor.parameters(), lr=args.lr, weight_decay=args.weight_decay)
+        os.makedirs(a.out_dir, exist_ok=True)
+        prog = Progress(method, args.total_steps, a.out_dir, tensorboard=args.tensorboard)
+        log, trace = [], []
+        for step in range(1, args.total_steps + 1):
+            idx = draw(rng, gen, len(obs_t), args.batch_size, device)
+            loss = bc_loss(actor, obs_t[idx], act_t[idx])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            if step <= args.loss_trace:
+                trace.append(loss.detach())
+            if is_eval_step(step):
+                ret = in_training_eval(actor, norm, spec, args.eval_episodes, args.eval_seed)
+                log.append({"step": step, "loss": loss.item(), "eval_return": ret})
+                prog.log(log[-1])
+                prog.update(step, {"loss": log[-1]["loss"], "eval_return": ret}, force=True)
+            else:
+                prog.update(step, lambda: {"loss": loss.item()})
+        prog.close()
+        finish(actor.cpu(), a)
+        return {"method": method, "log": log, "loss_trace": [float(x) for x in trace]}
+
+    # several seeds: R replicas side by side, each with its own initialisation, minibatches and Adam moments
+    actors = [new_actor(a.seed) for a in runs]  # replica k built as `--seed k` builds its actor
+    stacked = stack_replicas(actors).to(device)
+    opt = torch.optim.Adam(stacked.parameters(), lr=args.lr, weight_decay=args.weight_decay)
+    rngs = [np.random.default_rng(a.seed) for a in runs]
+    gens = [minibatch_generator(a.seed, device) for a in runs]
+    line = Progress(f"{method} x{len(runs)}", args.total_steps)  # one line for the process: means over replicas
+    progs = [Progress(method, args.total_steps, a.out_dir, tensorboard=args.tensorboard) for a in runs]
+    logs, trace = [[] for _ in runs], []
     for step in range(1, args.total_steps + 1):
-        idx = torch.as_tensor(rng.integers(0, len(obs_t), args.batch_size), device=device)
-        loss = bc_loss(actor, obs_t[idx], act_t[idx])
+        idx = torch.stack([draw(r, g, len(obs_t), args.batch_size, device) for r, g in zip(rngs, gens)])  # [R, B]
+        losses = bc_loss(stacked, obs_t[idx], act_t[idx])  # [R]
         opt.zero_grad()
-        loss.backward()
+        losses.sum().backward()  # replica k's slice of the gradient is ∂loss_k alone
         opt.step()
-        if (args.eval_every and step % args.eval_every == 0) or step == args.total_steps:
-            ret = in_training_eval(actor, norm, spec, args.eval_episodes, args.eval_seed)
-            log.append({"step": step, "loss": loss.item(), "eval_return": ret})
-            print(f"[{method}] step {step}/{args.total_steps}  loss {loss.item():.3f}  eval return {ret:.2f}  "
-                  f"{step / (time.time() - t0):.0f} steps/s", flush=True)
-
-    contract.save_policy(os.path.join(args.out_dir, "policy.pt"), artifact(
-        actor, norm, method=method, seed=args.seed, env=spec, dataset_fingerprint=contract.fingerprint(data),
-        dataset=args.dataset, train_args=asdict(args)))
-    contract.save_json(os.path.join(args.out_dir, "args.json"), asdict(args))
-    contract.save_csv(os.path.join(args.out_dir, "progress.csv"), log)
-    if args.final_eval:
-        final_eval(os.path.join(args.out_dir, "policy.pt"), spec, args.final_eval_episodes, args.final_eval)
-    return {"method": method, "log": log}
+        if step <= args.loss_trace:
+            trace.append(losses.detach())
+        if is_eval_step(step):
+            rets = [in_training_eval(load_replica(m, stacked, k), norm, spec, args.eval_episodes, args.eval_seed)
+                    for k, m in enumerate(actors)]
+            for k, (loss_k, ret) in enumerate(zip(losses.tolist(), rets)):
+                logs[k].append({"step": step, "loss": loss_k, "eval_return": ret})
+                progs[k].log(logs[k][-1])
+            line.update(step, {"loss": float(np.mean([log[-1]["loss"] for log in logs])), "eval_return": float(np.mean(rets))},
+                        force=True)
+        else:
+            line.update(step, lambda: {"loss": losses.mean().item()})
+    trace = torch.stack(trace).T.tolist() if trace else [[] for _ in runs]
+    for k, a in enumerate(runs):
+        progs[k].close()
+        finish(load_replica(actors[k], stacked, k), a)
+    return {"method": method, "runs": [{"seed": a.seed, "log": logs[k], "loss_trace": trace[k]} for k, a in enumerate(runs)]}
 
 
 if __name__ == "__main__":

@@ -16,14 +16,20 @@ the collected non-expert rows. Batches of `batch_size` from each side. Observati
 mean/std of all training rows (+1e-3).
 
 Output (in --out-dir): policy.pt (policy artifact, docs/contract.md), progress.csv (losses, d on both sides, eval
-return), args.json.
+return; a row per evaluation, written as the run goes), args.json, and with --tensorboard event files in tb/.
+
+Seeds side by side: `--seeds 0 1 2 3 4` trains one independent replica per seed in this process, the R actors and
+the R discriminators each stacked into one batched network (policy.stack_replicas). Replica k is initialised as
+`--seed k` alone is (torch.manual_seed(k), then its actor and discriminator), draws its minibatches from its own
+default_rng(k) with the same calls, and has its own slice of the Adam moments (and its own η with --adaptive-eta),
+so it follows the single run up to float rounding; it writes the files of that run to `--out-dir` and
+`--final-eval` with `{seed}` replaced by k. One seed (the default) runs the plain loop below, unchanged.
 """
 
 import os
 import sys
-import time
 from dataclasses import asdict, dataclass
-from typing import Optional
+from typing import Optional, Tuple
 
 import numpy as np
 import torch
@@ -32,7 +38,9 @@ import tyro
 
 import contract
 import envs
-from policy import Actor, Normalizer, artifact, final_eval, in_training_eval
+from policy import (Actor, Normalizer, artifact, cpu_threads, final_eval, in_training_eval, load_replica,
+                    minibatch_generator, replica_args, stack_replicas)
+from progress import Progress
 
 LOG_PI_MIN, LOG_PI_MAX, D_MIN, D_MAX = -20.0, 10.0, 0.1, 0.9
 
@@ -47,6 +55,9 @@ class Args:
     """label stored in the policy (default: oilca on an augmented dataset, else dwbc)"""
     seed: int = 0
     """seed of the initialisation and minibatches"""
+    seeds: Optional[Tuple[int, ...]] = None
+    """train one replica per seed side by side in this process (e.g. `--seeds 0 1 2 3 4`); --out-dir and
+    --final-eval then need `{seed}`, which becomes each replica's seed"""
     total_steps: int = 5_000
     """policy gradient steps"""
     batch_size: int = 256
@@ -86,10 +97,14 @@ class Args:
     """episodes per split of that final evaluation"""
     act_eps: float = 1e-6
     """actions are clipped to ±(1 - act_eps) before atanh in the actor's likelihood (policy.Actor)"""
-    threads: int = 1
-    """torch CPU threads"""
+    threads: Optional[int] = None
+    """torch CPU threads (default: every core this process may use)"""
     cuda: bool = False
-    """use CUDA when available"""
+    """use CUDA when available (data and minibatch sampling then stay on the GPU)"""
+    tensorboard: bool = False
+    """also write TensorBoard event files to <out_dir>/tb"""
+    loss_trace: int = 0
+    """return the losses of the first this many steps (tests compare replicas with single runs)"""
 
 
 class Discriminator(nn.Module):
@@ -111,23 +126,26 @@ def normalize_log_pi(log_pi):
     return ((log_pi.detach().clamp(LOG_PI_MIN, LOG_PI_MAX) - LOG_PI_MIN) / (LOG_PI_MAX - LOG_PI_MIN))
 
 
-def discriminator_loss(d_e, d_u, eta: float, pu: bool = True):
-    """Eq. 5: E_E[-log d] + E_U[-log(1-d)]/η - E_E[-log(1-d)] (PU), or plain cross-entropy."""
+def discriminator_loss(d_e, d_u, eta, pu: bool = True):
+    """Eq. 5: E_E[-log d] + E_U[-log(1-d)]/η - E_E[-log(1-d)] (PU), or plain cross-entropy. d [B] gives a scalar,
+    stacked replicas' d [R, B] one loss per replica [R] (η a float or [R])."""
     if not pu:
-        return (-torch.log(d_e)).mean() + (-torch.log(1 - d_u)).mean()
-    return (-torch.log(d_e)).mean() + (-torch.log(1 - d_u)).mean() / eta - (-torch.log(1 - d_e)).mean()
+        return (-torch.log(d_e)).mean(-1) + (-torch.log(1 - d_u)).mean(-1)
+    return (-torch.log(d_e)).mean(-1) + (-torch.log(1 - d_u)).mean(-1) / eta - (-torch.log(1 - d_e)).mean(-1)
 
 
-def policy_loss(log_pi_e, log_pi_u, d_e, d_u, alpha: float, eta: float):
-    """Eq. 6 with ℓ = -Σ_j log π_j: α E_E[ℓ] - E_E[ℓ(η/(d(1-d)) + 1)] + E_U[ℓ(1/(1-d̃) - 1)], d detached."""
+def policy_loss(log_pi_e, log_pi_u, d_e, d_u, alpha: float, eta):
+    """Eq. 6 with ℓ = -Σ_j log π_j: α E_E[ℓ] - E_E[ℓ(η/(d(1-d)) + 1)] + E_U[ℓ(1/(1-d̃) - 1)], d detached. Inputs
+    [B, …] give a scalar, stacked replicas' [R, B, …] one loss per replica [R] (η a float or [R, 1])."""
     d_e, d_u = d_e.detach(), d_u.detach()
     d_u = torch.where(d_u < 0.5, torch.zeros_like(d_u), d_u)
     nll_e, nll_u = -log_pi_e.sum(-1), -log_pi_u.sum(-1)
-    return (alpha * nll_e.mean() - (nll_e * (eta / (d_e * (1 - d_e)) + 1)).mean()
-            + (nll_u * (1 / (1 - d_u) - 1)).mean())
+    return (alpha * nll_e.mean(-1) - (nll_e * (eta / (d_e * (1 - d_e)) + 1)).mean(-1)
+            + (nll_u * (1 / (1 - d_u) - 1)).mean(-1))
 
 
 def main(args: Args) -> dict:
+    runs = replica_args(args)  # one Args per seed, as `--seed k` alone would have them
     data = contract.load_dataset(args.dataset)
     contract.require_expert(data, args.dataset)
     meta = data["metadata"]
@@ -135,9 +153,7 @@ def main(args: Args) -> dict:
     method = args.method or ("oilca" if aug.any() else "dwbc")
     if args.alpha < 1 + args.eta / (D_MIN * (1 - D_MIN)):
         print(f"warning: alpha={args.alpha} < 1 + eta/0.09 = {1 + args.eta / 0.09:.2f}: expert weights can be negative")
-    torch.set_num_threads(args.threads)
-    torch.manual_seed(args.seed)
-    rng = np.random.default_rng(args.seed)
+    torch.set_num_threads(cpu_threads(args.threads))
     device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
 
     exp_rows = np.flatnonzero(data["expert"] & ~aug)
@@ -152,58 +168,145 @@ def main(args: Args) -> dict:
     obs = torch.as_tensor(norm.obs(data["observations"]), device=device)
     act = torch.as_tensor(norm.act(data["actions"]), device=device)
     expert_pool = np.concatenate([exp_rows, aug_rows])
+    pools = {name: torch.as_tensor(rows, device=device) for name, rows in
+             (("expert", expert_pool), ("collected", exp_rows), ("augmented", aug_rows), ("unlabelled", unl_rows))}
+    B = args.batch_size
 
-    def expert_batch():
+    def draw(rng: np.random.Generator, gen: Optional[torch.Generator]) -> torch.Tensor:
+        """Row indices [expert batch; unlabelled batch] [2B]: numpy's rng on the CPU, the device generator on a GPU."""
+        if gen is None:
+            if args.aug_frac is None:
+                expert = rng.choice(expert_pool, B)
+            else:
+                n_aug = rng.binomial(B, args.aug_frac)
+                expert = np.concatenate([rng.choice(aug_rows, n_aug), rng.choice(exp_rows, B - n_aug)])
+            return torch.as_tensor(np.concatenate([expert, rng.choice(unl_rows, B)]), device=device)
+
+        def pick(pool):
+            return pools[pool][torch.randint(len(pools[pool]), (B,), generator=gen, device=device)]
+
         if args.aug_frac is None:
-            return rng.choice(expert_pool, args.batch_size)
-        n_aug = rng.binomial(args.batch_size, args.aug_frac)
-        return np.concatenate([rng.choice(aug_rows, n_aug), rng.choice(exp_rows, args.batch_size - n_aug)])
+            expert = pick("expert")
+        else:  # each row augmented with probability aug_frac: Binomial(B, aug_frac) of them, as on the CPU
+            is_aug = torch.rand(B, generator=gen, device=device) < args.aug_frac
+            expert = torch.where(is_aug, pick("augmented"), pick("collected"))
+        return torch.cat([expert, pick("unlabelled")])
 
-    actor = Actor(meta["obs_dim"], meta["act_dim"], args.hidden, args.n_hidden, args.act_eps).to(device)
-    disc = Discriminator(meta["obs_dim"], meta["act_dim"]).to(device)
+    def new_networks(seed: int):
+        torch.manual_seed(seed)
+        return (Actor(meta["obs_dim"], meta["act_dim"], args.hidden, args.n_hidden, args.act_eps),
+                Discriminator(meta["obs_dim"], meta["act_dim"]))
+
+    def is_eval_step(step: int) -> bool:
+        return bool(args.eval_every and step % args.eval_every == 0) or step == args.total_steps
+
+    def finish(actor: Actor, a: Args) -> None:
+        contract.save_policy(os.path.join(a.out_dir, "policy.pt"), artifact(
+            actor, norm, method=method, seed=a.seed, env=spec, dataset_fingerprint=contract.fingerprint(data),
+            dataset=a.dataset, train_args=asdict(a),
+            augmented_de_over_du=(len(exp_rows) + len(aug_rows)) / len(unl_rows)))
+        contract.save_json(os.path.join(a.out_dir, "args.json"), asdict(a))
+        if a.final_eval:
+            final_eval(os.path.join(a.out_dir, "policy.pt"), spec, a.final_eval_episodes, a.final_eval)
+
+    spec = envs.env_spec(meta)
+    print(f"{method}: D_E {len(exp_rows)} collected + {len(aug_rows)} augmented rows, D_U {len(unl_rows)} rows ({args.dataset})"
+          + (f", seeds {[a.seed for a in runs]} side by side" if len(runs) > 1 else ""))
+
+    if len(runs) == 1:  # one seed: the plain loop
+        a = runs[0]
+        actor, disc = (net.to(device) for net in new_networks(a.seed))
+        rng, gen = np.random.default_rng(a.seed), minibatch_generator(a.seed, device)
+        actor_opt = torch.optim.Adam(actor.parameters(), lr=args.actor_lr, weight_decay=args.actor_weight_decay)
+        disc_opt = torch.optim.Adam(disc.parameters(), lr=args.disc_lr)
+        eta = 0.3 if args.adaptive_eta else args.eta
+        prog = Progress(method, args.total_steps, a.out_dir, tensorboard=args.tensorboard)
+        log, trace = [], {"policy_loss": [], "d_loss": []}
+        for step in range(1, args.total_steps + 1):
+            # one forward pass over [expert batch; unlabelled batch] (the networks treat rows independently)
+            idx = draw(rng, gen)
+            log_pi = actor.log_prob(obs[idx], act[idx])
+            d = disc(obs[idx], act[idx], normalize_log_pi(log_pi))
+            log_pi_e, log_pi_u, d_e, d_u = log_pi[:B], log_pi[B:], d[:B], d[B:]
+            if step % args.d_update_every == 0:  # the discriminator steps on its own schedule
+                d_loss = discriminator_loss(d_e, d_u, eta, args.pu)
+                disc_opt.zero_grad()
+                d_loss.backward()
+                disc_opt.step()
+                if step <= args.loss_trace:
+                    trace["d_loss"].append(d_loss.detach())
+                if args.adaptive_eta:  # a float on the CPU (as before), a tensor on the GPU (no host round trip)
+                    share = (d_e > 0.5).float().mean()
+                    eta = share.clamp(0.2, 0.8) if gen is not None else float(np.clip(share.item(), 0.2, 0.8))
+            p_loss = policy_loss(log_pi_e, log_pi_u, d_e, d_u, args.alpha, eta)
+            actor_opt.zero_grad()
+            p_loss.backward()
+            actor_opt.step()
+            if step <= args.loss_trace:
+                trace["policy_loss"].append(p_loss.detach())
+            if is_eval_step(step):
+                ret = in_training_eval(actor, norm, spec, args.eval_episodes, args.eval_seed)
+                row = {"step": step, "policy_loss": p_loss.item(), "d_loss": discriminator_loss(d_e, d_u, eta, args.pu).item(),
+                       "d_expert": d_e.mean().item(), "d_unlabelled": d_u.mean().item(), "eta": float(eta), "eval_return": ret}
+                log.append(row)
+                prog.log(row)
+                prog.update(step, {k: v for k, v in row.items() if k != "step"}, force=True)
+            else:
+                prog.update(step, lambda: {"policy_loss": p_loss.item()})
+        prog.close()
+        finish(actor.cpu(), a)
+        return {"method": method, "log": log, "loss_trace": {k: [float(x) for x in v] for k, v in trace.items()}}
+
+    # several seeds: R replicas side by side, each with its own initialisation, minibatches, Adam moments and η
+    nets = [new_networks(a.seed) for a in runs]  # replica k built as `--seed k` builds its actor and discriminator
+    actor, disc = stack_replicas([n[0] for n in nets]).to(device), stack_replicas([n[1] for n in nets]).to(device)
     actor_opt = torch.optim.Adam(actor.parameters(), lr=args.actor_lr, weight_decay=args.actor_weight_decay)
     disc_opt = torch.optim.Adam(disc.parameters(), lr=args.disc_lr)
-    spec = envs.env_spec(meta)
-    eta = 0.3 if args.adaptive_eta else args.eta
-    print(f"{method}: D_E {len(exp_rows)} collected + {len(aug_rows)} augmented rows, D_U {len(unl_rows)} rows ({args.dataset})")
-
-    log, t0 = [], time.time()
+    rngs = [np.random.default_rng(a.seed) for a in runs]
+    gens = [minibatch_generator(a.seed, device) for a in runs]
+    R = len(runs)
+    eta = torch.full((R,), 0.3, device=device) if args.adaptive_eta else args.eta  # [R] or a float
+    line = Progress(f"{method} x{R}", args.total_steps)  # one line for the process: means over replicas
+    progs = [Progress(method, args.total_steps, a.out_dir, tensorboard=args.tensorboard) for a in runs]
+    logs, trace = [[] for _ in runs], {"policy_loss": [], "d_loss": []}
     for step in range(1, args.total_steps + 1):
-        # one forward pass over [expert batch; unlabelled batch] (the networks treat rows independently)
-        idx = torch.as_tensor(np.concatenate([expert_batch(), rng.choice(unl_rows, args.batch_size)]), device=device)
-        log_pi = actor.log_prob(obs[idx], act[idx])
-        d = disc(obs[idx], act[idx], normalize_log_pi(log_pi))
-        B = args.batch_size
-        log_pi_e, log_pi_u, d_e, d_u = log_pi[:B], log_pi[B:], d[:B], d[B:]
-        if step % args.d_update_every == 0:  # the discriminator steps on its own schedule
-            d_loss = discriminator_loss(d_e, d_u, eta, args.pu)
+        idx = torch.stack([draw(r, g) for r, g in zip(rngs, gens)])  # [R, 2B]
+        log_pi = actor.log_prob(obs[idx], act[idx])  # [R, 2B, act_dim]
+        d = disc(obs[idx], act[idx], normalize_log_pi(log_pi))  # [R, 2B]
+        log_pi_e, log_pi_u, d_e, d_u = log_pi[:, :B], log_pi[:, B:], d[:, :B], d[:, B:]
+        if step % args.d_update_every == 0:
+            d_loss = discriminator_loss(d_e, d_u, eta, args.pu)  # [R]
             disc_opt.zero_grad()
-            d_loss.backward()
+            d_loss.sum().backward()  # replica k's slice of the gradient is ∂d_loss_k alone
             disc_opt.step()
+            if step <= args.loss_trace:
+                trace["d_loss"].append(d_loss.detach())
             if args.adaptive_eta:
-                eta = float(np.clip((d_e > 0.5).float().mean().item(), 0.2, 0.8))
-        p_loss = policy_loss(log_pi_e, log_pi_u, d_e, d_u, args.alpha, eta)
+                eta = (d_e > 0.5).float().mean(-1).clamp(0.2, 0.8)
+        p_loss = policy_loss(log_pi_e, log_pi_u, d_e, d_u, args.alpha, eta[:, None] if args.adaptive_eta else eta)
         actor_opt.zero_grad()
-        p_loss.backward()
+        p_loss.sum().backward()
         actor_opt.step()
-        if (args.eval_every and step % args.eval_every == 0) or step == args.total_steps:
-            ret = in_training_eval(actor, norm, spec, args.eval_episodes, args.eval_seed)
-            row = {"step": step, "policy_loss": p_loss.item(), "d_loss": discriminator_loss(d_e, d_u, eta, args.pu).item(),
-                   "d_expert": d_e.mean().item(), "d_unlabelled": d_u.mean().item(), "eta": eta, "eval_return": ret}
-            log.append(row)
-            print(f"[{method}] step {step}/{args.total_steps}  policy loss {row['policy_loss']:.3f}  d_loss {row['d_loss']:.3f}  "
-                  f"d(E) {row['d_expert']:.2f}  d(U) {row['d_unlabelled']:.2f}  eval return {ret:.2f}  "
-                  f"{step / (time.time() - t0):.0f} steps/s", flush=True)
-
-    contract.save_policy(os.path.join(args.out_dir, "policy.pt"), artifact(
-        actor.cpu(), norm, method=method, seed=args.seed, env=spec, dataset_fingerprint=contract.fingerprint(data),
-        dataset=args.dataset, train_args=asdict(args),
-        augmented_de_over_du=(len(exp_rows) + len(aug_rows)) / len(unl_rows)))
-    contract.save_json(os.path.join(args.out_dir, "args.json"), asdict(args))
-    contract.save_csv(os.path.join(args.out_dir, "progress.csv"), log)
-    if args.final_eval:
-        final_eval(os.path.join(args.out_dir, "policy.pt"), spec, args.final_eval_episodes, args.final_eval)
-    return {"method": method, "log": log}
+        if step <= args.loss_trace:
+            trace["policy_loss"].append(p_loss.detach())
+        if is_eval_step(step):
+            rets = [in_training_eval(load_replica(n[0], actor, k), norm, spec, args.eval_episodes, args.eval_seed)
+                    for k, n in enumerate(nets)]
+            cols = {"policy_loss": p_loss.tolist(), "d_loss": discriminator_loss(d_e, d_u, eta, args.pu).tolist(),
+                    "d_expert": d_e.mean(-1).tolist(), "d_unlabelled": d_u.mean(-1).tolist(),
+                    "eta": eta.tolist() if args.adaptive_eta else [eta] * R, "eval_return": rets}
+            for k in range(R):
+                logs[k].append({"step": step, **{name: col[k] for name, col in cols.items()}})
+                progs[k].log(logs[k][-1])
+            line.update(step, {name: float(np.mean(col)) for name, col in cols.items()}, force=True)
+        else:
+            line.update(step, lambda: {"policy_loss": p_loss.mean().item()})
+    traces = {name: (torch.stack(v).T.tolist() if v else [[] for _ in runs]) for name, v in trace.items()}
+    for k, a in enumerate(runs):
+        progs[k].close()
+        finish(load_replica(nets[k][0], actor, k), a)
+    return {"method": method, "runs": [{"seed": a.seed, "log": logs[k], "loss_trace": {name: t[k] for name, t in traces.items()}}
+                                       for k, a in enumerate(runs)]}
 
 
 if __name__ == "__main__":
