@@ -163,7 +163,10 @@ def artifact(actor: nn.Module, norm: Normalizer, **info) -> dict:
 
 def in_training_eval(actor: nn.Module, norm: Normalizer, spec: dict, episodes: int, seed: int) -> float:
     """Mean return of the current deterministic policy on the env's first split (the training classes, or
-    CausalWorld's space A), through the same artifact and rollout as the final evaluation."""
+    CausalWorld's space A), through the same artifact and rollout as the final evaluation; NaN with episodes = 0
+    (no rollout: e.g. training on a GPU machine without the env installed, evaluating afterwards)."""
+    if episodes <= 0:
+        return float("nan")
     policy = contract.build_policy(artifact(actor, norm))
     split = envs.default_splits(spec)[0]
     return float(envs.rollout(spec, policy, split, envs.split_classes(spec, split), episodes, seed)["returns"].mean())

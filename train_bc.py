@@ -65,7 +65,7 @@ class Args:
     eval_every: int = 1_000
     """evaluate the policy every this many steps (0: only at the end), for learning curves"""
     eval_episodes: int = 20
-    """episodes per evaluation during training (on the training classes of c)"""
+    """episodes per evaluation during training (on the training classes of c; 0: no rollout, eval_return NaN)"""
     eval_seed: int = 50_000
     """seed of the evaluations during training (apart from the final evaluation seeds of evaluate.py)"""
     method: Optional[str] = None

@@ -204,7 +204,7 @@ def test_ray_backend_gives_the_same_results(local, tmp_path):
 def test_code_changes_make_jobs_stale(tmp_path, monkeypatch):
     # the code of a job: its script and the repo modules it imports, directly, lazily or through envs.py's backends
     assert runner.code_files("train_dwbc.py") == ["contract.py", "cw_env.py", "dmc_env.py", "envs.py", "policy.py",
-                                                  "toy_env.py", "train_dwbc.py"]
+                                                  "progress.py", "toy_env.py", "train_dwbc.py"]
     assert runner.code_files("train_ivae.py") == ["contract.py", "ivae.py", "progress.py", "train_ivae.py"]
     # a change to an imported module changes the digest; a module that is not imported does not
     monkeypatch.setattr(runner, "REPO", str(tmp_path))
