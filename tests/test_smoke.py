@@ -3,6 +3,7 @@ import hashlib
 import json
 import os
 import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -120,3 +121,30 @@ def test_main_job_runs_on_a_tiny_config(tmp_path):
         assert script in log
     helped = subprocess.run(["bash", "scripts/toy_pipeline.sh", "--help"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert helped.returncode == 0 and "--dry-run" in helped.stdout
+
+
+def test_gpu_check_script_runs_on_a_cpu_with_tiny_settings(tiny_dataset, tiny_ivae, tmp_path):
+    """scripts/gpu_check.sh end to end on the CPU (DEVICE=cpu, 20 steps, no benchmark): 5 batched DWBC and 5 OILCA
+    replicas, their policies packed for evaluation elsewhere. Tiny toy data stand in for the cartpole files."""
+    import shutil
+    import tarfile
+
+    import augment
+
+    data = tmp_path / "data"
+    data.mkdir()
+    shutil.copy(tiny_dataset, data / "dmc_cartpole-swingup.npz")
+    augment.main(augment.Args(dataset=tiny_dataset, ivae=tiny_ivae, out=str(data / "dmc_cartpole-swingup_aug_r0.5.npz"),
+                              sampler_out=str(tmp_path / "sampler" / "policy.pt"), sampler_steps=20, hidden=16))
+    env = {**os.environ, "DEVICE": "cpu", "STEPS": "20", "BENCH": "0", "PY": sys.executable}
+    proc = subprocess.run(["bash", "scripts/gpu_check.sh", str(data), str(tmp_path / "out")], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "dwbc: 5 replicas × 20 steps" in proc.stdout and "oilca: 5 replicas × 20 steps" in proc.stdout
+    names = tarfile.open(tmp_path / "out" / "policies.tar").getnames()
+    assert sorted(names) == sorted(f"{m}_s{s}/policy.pt" for m in ("dwbc", "oilca") for s in range(5))
+    art = contract.load_policy(str(tmp_path / "out" / "oilca_s3" / "policy.pt"))
+    assert art["method"] == "oilca" and art["seed"] == 3
+    missing = subprocess.run(["bash", "scripts/gpu_check.sh", str(tmp_path / "nowhere"), str(tmp_path / "o2")], cwd=ROOT,
+                             env=env, capture_output=True, text=True, timeout=60)
+    assert one_line_error(missing, "not found") and not (tmp_path / "o2").exists()
