@@ -58,6 +58,7 @@ from typing import Dict, List, Literal, Optional, Tuple
 
 import tyro
 
+import contract
 import envs
 
 REPO = os.path.dirname(os.path.abspath(__file__))
@@ -360,9 +361,7 @@ def execute(job: Job, env: dict) -> dict:
                    "outputs": job.outputs,
                    "seconds": round(time.time() - start, 2),
                    "finished": datetime.datetime.now().isoformat(timespec="seconds")}
-            with open(at(job.record) + ".tmp", "w") as f:
-                json.dump(rec, f, indent=1)
-            os.replace(at(job.record) + ".tmp", at(job.record))
+            contract.save_text(at(job.record), json.dumps(rec, indent=1) + "\n")
     except OSError as e:
         rc = f"{type(e).__name__}: {e}"
     return {"name": job.name, "ok": rc == 0, "rc": rc, "start": start, "end": time.time()}
@@ -447,10 +446,7 @@ def write_timing(path: str, measured: Dict[str, float], stages: List[str]) -> di
         if stage != "total" and stage not in timing and (stage in measured or stage in old):
             timing[stage] = measured.get(stage, old.get(stage))
     timing["total"] = measured["total"]
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path + ".tmp", "w") as f:
-        json.dump(timing, f, indent=1)
-    os.replace(path + ".tmp", path)
+    contract.save_text(path, json.dumps(timing, indent=1) + "\n")  # atomic, stages kept in graph order
     return timing
 
 

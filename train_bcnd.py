@@ -45,7 +45,7 @@ import tyro
 
 import contract
 import envs
-from policy import LOG_STD_MAX, LOG_STD_MIN, MU_MAX, Normalizer, artifact, final_eval, in_training_eval
+from policy import LOG_STD_MAX, LOG_STD_MIN, MU_MAX, Normalizer, artifact, cpu_threads, final_eval, in_training_eval
 from progress import Progress
 
 
@@ -169,7 +169,7 @@ def main(args: Args) -> dict:
         raise ValueError("--n-policies, --n-rounds, --epochs and --total-steps must be at least 1")
     if N < K:
         raise ValueError(f"{args.dataset}: {N} rows are too few for K={K} disjoint splits")
-    torch.set_num_threads(args.threads or len(os.sched_getaffinity(0)))
+    torch.set_num_threads(cpu_threads(args.threads))
     torch.manual_seed(args.seed)
     rng = np.random.default_rng(args.seed)
     device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")

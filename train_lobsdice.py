@@ -36,7 +36,7 @@ import tyro
 
 import contract
 import envs
-from policy import Actor, Normalizer, artifact, final_eval, in_training_eval
+from policy import Actor, Normalizer, artifact, cpu_threads, final_eval, in_training_eval
 from progress import Progress
 
 EPS2 = 1e-3  # inside the cost's log, as in the official code
@@ -157,7 +157,7 @@ def main(args: Args) -> dict:
         raise ValueError(f"{args.dataset}: D_U is empty (every collected row is expert)")
     ep = data["episode_ids"]
     init_rows = np.flatnonzero(~aug & (np.r_[True, ep[1:] != ep[:-1]]))  # first row of every episode
-    torch.set_num_threads(args.threads or len(os.sched_getaffinity(0)))
+    torch.set_num_threads(cpu_threads(args.threads))
     torch.manual_seed(args.seed)
     rng = np.random.default_rng(args.seed)
     device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")

@@ -31,7 +31,7 @@ import tyro
 
 import contract
 import envs
-from policy import Actor, Normalizer, artifact, final_eval, in_training_eval
+from policy import Actor, Normalizer, artifact, cpu_threads, final_eval, in_training_eval
 from progress import Progress
 
 R_MIN, R_MAX, EXP_ADV_MAX = 0.1, 0.9, 100.0
@@ -160,7 +160,7 @@ def main(args: Args) -> dict:
     exp_rows = np.flatnonzero(data["expert"])  # collected D_E and the counterfactual rows
     if len(unl_rows) == 0:
         raise ValueError(f"{args.dataset}: D_U is empty (every collected row is expert); ORIL needs unlabelled data")
-    torch.set_num_threads(args.threads or len(os.sched_getaffinity(0)))
+    torch.set_num_threads(cpu_threads(args.threads))
     torch.manual_seed(args.seed)
     rng = np.random.default_rng(args.seed)
     device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
