@@ -10,16 +10,18 @@
   evaluate.py rolls a policy out without the script that trained it.
 * `in_training_eval`: the learning-curve return during training; `evaluate_and_save` / `final_eval`: the one
   result JSON per (policy, split) that evaluate.py and every trainer's `--final-eval` write, and report.py reads.
-* Seeds side by side (`--seeds` of train_bc.py and train_dwbc.py): `replica_args` gives each seed the Args of a run
-  with `--seed k` alone; `stack_replicas` turns R networks of one class into one network whose every nn.Linear is a
+* Seeds side by side (`--seeds` of every policy trainer): `replica_args` gives each seed the Args of a run with
+  `--seed k` alone; `stack_replicas` turns R networks of one class into one network whose every nn.Linear is a
   `BatchedLinear` ([R, B, in] -> [R, B, out], one batched matmul), so the class's own forward and `log_prob` run
   the R replicas at once; `load_replica` copies replica k back into its plain module (for evaluation and the
-  artifact); `minibatch_generator` is a replica's device generator for minibatch indices on a GPU.
+  artifact); `minibatch_generator` is a replica's device generator for minibatch indices on a GPU; `TorchStreams`
+  gives each replica the stream of torch's global generator that its single run would draw from.
 
 A trainer that needs another policy class (BCND's Gaussian ensemble) defines it in its own file and still saves it
 through `contract.policy_artifact`, so evaluation never depends on the trainer.
 """
 
+import contextlib
 import copy
 import dataclasses
 import os
@@ -75,15 +77,17 @@ def bc_loss(actor: Actor, obs, act):
 
 class BatchedLinear(nn.Module):
     """R independent linear layers in one batched matmul, [R, B, in] -> [R, B, out]. Built from R nn.Linear
-    modules (weights transposed to [R, in, out], biases [R, 1, out]), so replica k starts as its own layer."""
+    modules (weights transposed to [R, in, out], biases [R, 1, out] or none), so replica k starts as its own layer."""
 
     def __init__(self, linears: Sequence[nn.Linear]):
         super().__init__()
         self.weight = nn.Parameter(torch.stack([lin.weight.detach().T for lin in linears]).contiguous())
-        self.bias = nn.Parameter(torch.stack([lin.bias.detach() for lin in linears]).unsqueeze(1).contiguous())
+        has_bias = linears[0].bias is not None
+        self.bias = (nn.Parameter(torch.stack([lin.bias.detach() for lin in linears]).unsqueeze(1).contiguous())
+                     if has_bias else None)
 
     def forward(self, x):
-        return torch.baddbmm(self.bias, x, self.weight)
+        return torch.bmm(x, self.weight) if self.bias is None else torch.baddbmm(self.bias, x, self.weight)
 
 
 def stack_replicas(modules: Sequence[nn.Module]) -> nn.Module:
@@ -107,8 +111,29 @@ def load_replica(module: nn.Module, stacked: nn.Module, k: int) -> nn.Module:
         if isinstance(m, BatchedLinear):
             lin = module.get_submodule(name)
             lin.weight.copy_(m.weight[k].T)
-            lin.bias.copy_(m.bias[k, 0])
+            if m.bias is not None:
+                lin.bias.copy_(m.bias[k, 0])
     return module
+
+
+class TorchStreams:
+    """Each replica's own stream of torch's global CPU generator, started as `torch.manual_seed(k)` starts it in a
+    run with `--seed k` alone. Code inside `with streams.use(k):` draws what that run draws at the same point:
+    initialisations, noise (LobsDICE's mixing weights), and the layers an in-training evaluation builds
+    (contract.build_policy), which shift every later draw of the run. The global generator is restored after."""
+
+    def __init__(self, seeds: Sequence[int]):
+        self.states = [torch.Generator().manual_seed(int(s)).get_state() for s in seeds]
+
+    @contextlib.contextmanager
+    def use(self, k: int):
+        outside = torch.get_rng_state()
+        torch.set_rng_state(self.states[k])
+        try:
+            yield
+        finally:
+            self.states[k] = torch.get_rng_state()
+            torch.set_rng_state(outside)
 
 
 def replica_args(args) -> List:

@@ -29,14 +29,20 @@ Input: a dataset `.npz` (docs/contract.md): observations, actions (expert labels
 Output (in --out-dir): policy.pt (policy artifact, docs/contract.md), progress.csv (per round: loss, weight spread,
 eval return; written as it goes), args.json, and with --tensorboard the event files in tb/.
 Progress: a line at most every ~10 s (batched step, steps/s, ETA, round, last loss), besides the line of every round.
+
+Seeds side by side: `--seeds 0 1 2 3 4` trains one independent replica per seed in this process, as one ensemble
+of R·K members (replica k's K members next to each other), each replica with its own split, initialisations and
+weights R, so replica k follows the run with `--seed k` alone up to float rounding and writes that run's files to
+`--out-dir` and `--final-eval` with `{seed}` replaced by k.
 """
 
+import copy
 import math
 import os
 import sys
 import time
 from dataclasses import asdict, dataclass
-from typing import Optional
+from typing import Optional, Tuple
 
 import numpy as np
 import torch
@@ -45,7 +51,8 @@ import tyro
 
 import contract
 import envs
-from policy import LOG_STD_MAX, LOG_STD_MIN, MU_MAX, Normalizer, artifact, cpu_threads, final_eval, in_training_eval
+from policy import (LOG_STD_MAX, LOG_STD_MIN, MU_MAX, Normalizer, TorchStreams, artifact, cpu_threads, final_eval,
+                    in_training_eval, replica_args)
 from progress import Progress
 
 
@@ -59,6 +66,9 @@ class Args:
     """label stored in the policy (default: bcnd_ca on an augmented dataset, else bcnd)"""
     seed: int = 0
     """seed of the split, the initialisations and the minibatches"""
+    seeds: Optional[Tuple[int, ...]] = None
+    """train one replica per seed side by side in this process (e.g. `--seeds 0 1 2 3 4`); --out-dir and
+    --final-eval then need `{seed}`, which becomes each replica's seed"""
     n_policies: int = 5
     """K, policies in the ensemble, each trained on its own disjoint split of the data"""
     n_rounds: int = 5
@@ -124,6 +134,23 @@ class GaussianEnsemble(nn.Module):
         mu, log_std = self(obs)
         return (-0.5 * (((act - torch.tanh(mu)) / log_std.exp()) ** 2 + 2 * log_std + math.log(2 * math.pi))).sum(-1)
 
+    @classmethod
+    def concat(cls, ensembles) -> "GaussianEnsemble":
+        """One ensemble of all the members of several (their parameters concatenated, in order)."""
+        out = copy.deepcopy(ensembles[0])
+        with torch.no_grad():
+            for name, p in out.named_parameters():
+                p.set_(torch.cat([e.get_parameter(name) for e in ensembles]).detach().clone())
+        return out
+
+    def members(self, lo: int, hi: int) -> "GaussianEnsemble":
+        """A copy of members lo … hi - 1 as an ensemble of their own (a replica's K members, for its artifact)."""
+        out = copy.deepcopy(self)
+        with torch.no_grad():
+            for name, p in out.named_parameters():
+                p.set_(p[lo:hi].detach().clone())
+        return out
+
     def mean_net(self) -> nn.Sequential:
         """The ensemble's deterministic head as one plain MLP: the members side by side (block-diagonal hidden
         layers), the last layer averaging their μ_k. The artifact applies the tanh: action = tanh(mean_k μ_k)."""
@@ -145,8 +172,8 @@ class GaussianEnsemble(nn.Module):
 
 
 def ensemble_log_density(log_probs):
-    """log R = log (1/K) Σ_k π_k(a | s) from member log densities [K, N] → [N]."""
-    return torch.logsumexp(log_probs, 0) - math.log(log_probs.shape[0])
+    """log R = log (1/K) Σ_k π_k(a | s) from member log densities [..., K, N] → [..., N]."""
+    return torch.logsumexp(log_probs, -2) - math.log(log_probs.shape[-2])
 
 
 def batch_weights(log_r):
@@ -155,78 +182,109 @@ def batch_weights(log_r):
 
 
 def weighted_nll(log_pi, weights):
-    """-E[w · log π(a | s)] per member, summed over members; weights detached."""
-    return -(weights.detach() * log_pi).mean(-1).sum()
+    """-E[w · log π(a | s)] of every member [K], weights detached; the ensemble's loss is their sum."""
+    return -(weights.detach() * log_pi).mean(-1)
 
 
 def main(args: Args) -> dict:
+    runs = replica_args(args)  # one Args per seed, as `--seed k` alone would have them
     data = contract.load_dataset(args.dataset)
     meta = data["metadata"]
     aug = data["augmented"] if "augmented" in data else np.zeros(len(data["rewards"]), bool)
     method = args.method or ("bcnd_ca" if aug.any() else "bcnd")
-    N, K = len(data["rewards"]), args.n_policies
+    N, K, R = len(data["rewards"]), args.n_policies, len(runs)
     if not (K >= 1 and args.n_rounds >= 1 and args.epochs >= 1 and (args.total_steps or 1) >= 1):
         raise ValueError("--n-policies, --n-rounds, --epochs and --total-steps must be at least 1")
     if N < K:
         raise ValueError(f"{args.dataset}: {N} rows are too few for K={K} disjoint splits")
     torch.set_num_threads(cpu_threads(args.threads))
-    torch.manual_seed(args.seed)
-    rng = np.random.default_rng(args.seed)
     device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
 
+    # Several seeds (--seeds) train R replicas side by side as one ensemble of R·K members (replica k's members are
+    # k·K … k·K + K - 1), each replica with its own split (numpy's default_rng(k)), its own initialisations (torch's
+    # generator as seeded by k, policy.TorchStreams) and its own R; one seed is the case R = 1.
+    rngs = [np.random.default_rng(a.seed) for a in runs]
+    streams = TorchStreams([a.seed for a in runs])
     norm = Normalizer(data["observations"], meta["action_low"], meta["action_high"])  # every training row
     obs = torch.as_tensor(norm.obs(data["observations"]), device=device)
     act = torch.as_tensor(norm.act(data["actions"]), device=device)
-    splits = np.array_split(rng.permutation(N), K)  # disjoint D_1 … D_K
-    size = min(len(s) for s in splits)
+    splits = [np.array_split(rng.permutation(N), K) for rng in rngs]  # disjoint D_1 … D_K of every replica
+    size = min(len(s) for s in splits[0])
     steps_per_epoch = math.ceil(size / args.batch_size)
     epochs = math.ceil(args.total_steps / (args.n_rounds * steps_per_epoch)) if args.total_steps else args.epochs
-    log_r = torch.zeros(N, device=device)  # log R⁰ ≡ 0
+    log_r = torch.zeros(R, N, device=device)  # log R⁰ ≡ 0, a row per replica
+    owner = torch.arange(R, device=device).repeat_interleave(K)[:, None]  # the replica of every member [R·K, 1]
     spec = envs.env_spec(meta)
     print(f"{method}: {N} rows ({aug.sum()} augmented) in K={K} splits of ≥{size}, M={args.n_rounds} rounds × "
-          f"{epochs} epochs = {args.n_rounds * epochs * steps_per_epoch} batched steps ({args.dataset})")
+          f"{epochs} epochs = {args.n_rounds * epochs * steps_per_epoch} batched steps ({args.dataset})"
+          + (f", seeds {[a.seed for a in runs]} side by side" if R > 1 else ""))
 
-    log, t0, step = [], time.time(), 0
-    prog = Progress(method, args.n_rounds * epochs * steps_per_epoch, out_dir=args.out_dir,
-                    tensorboard=args.tensorboard)
+    def new_ensemble() -> GaussianEnsemble:
+        """A fresh ensemble of every replica's K members, each replica's drawn from its own torch stream."""
+        members = []
+        for k in range(R):
+            with streams.use(k):
+                members.append(GaussianEnsemble(K, meta["obs_dim"], meta["act_dim"], args.hidden, args.n_hidden))
+        return (members[0] if R == 1 else GaussianEnsemble.concat(members)).to(device)
+
+    def replica(ens: GaussianEnsemble, k: int) -> GaussianEnsemble:
+        return ens if R == 1 else ens.members(k * K, (k + 1) * K)
+
+    logs, t0, step = [[] for _ in runs], time.time(), 0
+    total = args.n_rounds * epochs * steps_per_epoch
+    progs = [Progress(method, total, out_dir=a.out_dir, tensorboard=args.tensorboard) for a in runs]
+    line = progs[0] if R == 1 else Progress(f"{method} x{R}", total)  # several seeds: means over replicas
     for m in range(1, args.n_rounds + 1):
-        ens = GaussianEnsemble(K, meta["obs_dim"], meta["act_dim"], args.hidden, args.n_hidden).to(device)  # fresh init
+        ens = new_ensemble()  # fresh initialisation every round
         opt = torch.optim.AdamW(ens.parameters(), lr=args.lr, weight_decay=args.weight_decay)
         for _ in range(epochs):
-            perms = [rng.permutation(s)[:size] for s in splits]  # one epoch over every member's split
+            # one epoch over every member's split: [R·K, size] rows, on the device once per epoch
+            perms = torch.as_tensor(np.stack([rng.permutation(s)[:size] for rng, split in zip(rngs, splits) for s in split]),
+                                    device=device)
             for j in range(steps_per_epoch):
-                idx = torch.as_tensor(np.stack([p[j * args.batch_size:(j + 1) * args.batch_size] for p in perms]), device=device)
-                w = batch_weights(log_r[idx])  # R^{m-1}, normalised per batch
-                loss = weighted_nll(ens.log_prob(obs[idx], act[idx]), w)
+                idx = perms[:, j * args.batch_size:(j + 1) * args.batch_size]
+                w = batch_weights(log_r[owner, idx])  # R^{m-1} of the member's replica, normalised per batch
+                member_loss = weighted_nll(ens.log_prob(obs[idx], act[idx]), w)  # [R·K]
                 opt.zero_grad()
-                loss.backward()
+                member_loss.sum().backward()  # every member's slice of the gradient is its own loss's
                 opt.step()
                 step += 1
-                prog.update(step, lambda: {"round": m, "loss": loss.item() / K})  # read only when a line is due
-        with torch.no_grad():  # R^m(s, a) = (1/K) Σ_k π_k(a | s) on every row, in log space
-            log_r = torch.cat([ensemble_log_density(ens.log_prob(obs[i].expand(K, -1, -1), act[i].expand(K, -1, -1)))
-                               for i in torch.arange(N, device=device).split(4096)])
+                line.update(step, lambda: {"round": m, "loss": member_loss.sum().item() / (R * K)})  # read when due
+        with torch.no_grad():  # R^m(s, a) = (1/K) Σ_k π_k(a | s) on every row, in log space, per replica
+            log_r = torch.cat([ensemble_log_density(ens.log_prob(obs[i].expand(R * K, -1, -1), act[i].expand(R * K, -1, -1))
+                                                    .view(R, K, -1))
+                               for i in torch.arange(N, device=device).split(4096)], -1)
         last = m == args.n_rounds
-        ret = (in_training_eval(ens, norm, spec, args.eval_episodes, args.eval_seed)
-               if last or (args.eval_every and m % args.eval_every == 0) else float("nan"))
+        rets = []
+        for k in range(R):
+            with streams.use(k):  # an evaluation builds layers from torch's generator, as the single run's does
+                rets.append(in_training_eval(replica(ens, k), norm, spec, args.eval_episodes, args.eval_seed)
+                            if last or (args.eval_every and m % args.eval_every == 0) else float("nan"))
         w_all = batch_weights(log_r)
-        row = {"round": m, "loss": loss.item() / K, "log_r_mean": log_r.mean().item(), "log_r_std": log_r.std().item(),
-               "weight_max": w_all.max().item(), "ess_frac": (w_all.sum() ** 2 / (w_all ** 2).sum()).item() / N,
-               "eval_return": ret}
-        log.append(row)
-        prog.log(row)  # progress.csv, flushed now
-        print(f"[{method}] round {m}/{args.n_rounds}  loss {row['loss']:.3f}  log R {row['log_r_mean']:.2f} ± "
-              f"{row['log_r_std']:.2f}  effective sample share {row['ess_frac']:.2f}  eval return {ret:.2f}  "
-              f"{time.time() - t0:.0f} s", flush=True)
-    prog.close()
+        cols = {"loss": [x / K for x in member_loss.detach().view(R, K).sum(-1).tolist()],
+                "log_r_mean": log_r.mean(-1).tolist(), "log_r_std": log_r.std(-1).tolist(),
+                "weight_max": w_all.max(-1).values.tolist(),
+                "ess_frac": [x / N for x in (w_all.sum(-1) ** 2 / (w_all ** 2).sum(-1)).tolist()], "eval_return": rets}
+        for k in range(R):
+            logs[k].append({"round": m, **{name: col[k] for name, col in cols.items()}})
+            progs[k].log(logs[k][-1])  # progress.csv, flushed now
+        mean = {name: float(np.mean(col)) for name, col in cols.items()}
+        print(f"[{method}{f' x{R}' if R > 1 else ''}] round {m}/{args.n_rounds}  loss {mean['loss']:.3f}  log R "
+              f"{mean['log_r_mean']:.2f} ± {mean['log_r_std']:.2f}  effective sample share {mean['ess_frac']:.2f}  "
+              f"eval return {mean['eval_return']:.2f}  {time.time() - t0:.0f} s", flush=True)
+    for prog in {id(p): p for p in progs + [line]}.values():
+        prog.close()
 
-    contract.save_policy(os.path.join(args.out_dir, "policy.pt"), artifact(
-        ens.cpu(), norm, method=method, seed=args.seed, env=spec, dataset_fingerprint=contract.fingerprint(data),
-        dataset=args.dataset, train_args=asdict(args)))
-    contract.save_json(os.path.join(args.out_dir, "args.json"), asdict(args))
-    if args.final_eval:
-        final_eval(os.path.join(args.out_dir, "policy.pt"), spec, args.final_eval_episodes, args.final_eval)
-    return {"method": method, "log": log, "log_r": log_r.cpu().numpy()}  # log R^M of every row, for diagnostics
+    for k, a in enumerate(runs):
+        contract.save_policy(os.path.join(a.out_dir, "policy.pt"), artifact(
+            replica(ens, k).cpu(), norm, method=method, seed=a.seed, env=spec,
+            dataset_fingerprint=contract.fingerprint(data), dataset=a.dataset, train_args=asdict(a)))
+        contract.save_json(os.path.join(a.out_dir, "args.json"), asdict(a))
+        if a.final_eval:
+            final_eval(os.path.join(a.out_dir, "policy.pt"), spec, a.final_eval_episodes, a.final_eval)
+    # log R^M of every row, for diagnostics
+    results = [{"seed": a.seed, "log": logs[k], "log_r": log_r[k].cpu().numpy()} for k, a in enumerate(runs)]
+    return {"method": method, **results[0]} if R == 1 else {"method": method, "runs": results}
 
 
 if __name__ == "__main__":

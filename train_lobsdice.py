@@ -21,13 +21,19 @@ Input: a dataset `.npz` (docs/contract.md): observations, next_observations, act
 Output (in --out-dir): policy.pt (policy artifact, docs/contract.md), progress.csv (losses, cost on both sides,
 weight spread, eval return; a row per evaluation, written as it goes), args.json, and with --tensorboard the event
 files in tb/. Progress: a line at most every ~10 s (step, steps/s, ETA, last losses), besides every evaluation's.
+
+Seeds side by side: `--seeds 0 1 2 3 4` trains one independent replica per seed in this process, the cost, ν and
+the actor each stacked into one batched network (policy.stack_replicas), every loss one value per replica. Replica
+k is initialised as `--seed k` alone is, draws its rows from default_rng(k) and its mixing noise from its own
+stream of torch's generator (policy.TorchStreams), and has its own slice of the Adam moments, so it follows the
+single run up to float rounding; it writes that run's files to `--out-dir` and `--final-eval` with `{seed}`
+replaced by k. One seed (the default) runs the same loop on plain networks.
 """
 
 import os
 import sys
-import time
 from dataclasses import asdict, dataclass
-from typing import Optional
+from typing import Optional, Tuple
 
 import numpy as np
 import torch
@@ -36,7 +42,8 @@ import tyro
 
 import contract
 import envs
-from policy import Actor, Normalizer, artifact, cpu_threads, final_eval, in_training_eval
+from policy import (Actor, Normalizer, TorchStreams, artifact, cpu_threads, final_eval, in_training_eval, load_replica,
+                    minibatch_generator, replica_args, stack_replicas)
 from progress import Progress
 
 EPS2 = 1e-3  # inside the cost's log, as in the official code
@@ -52,6 +59,9 @@ class Args:
     """label stored in the policy (default: lobsdice_ca on an augmented dataset, else lobsdice)"""
     seed: int = 0
     """seed of the initialisation and minibatches"""
+    seeds: Optional[Tuple[int, ...]] = None
+    """train one replica per seed side by side in this process (e.g. `--seeds 0 1 2 3 4`); --out-dir and
+    --final-eval then need `{seed}`, which becomes each replica's seed"""
     total_steps: int = 5_000
     """gradient steps (each updates the cost, ν and the policy)"""
     batch_size: int = 256
@@ -116,7 +126,7 @@ def cost_of_logit(c):
 
 def cost_loss(c_e, c_u):
     """GAN minimax discriminator loss, expert = 1, union = 0 (without the gradient penalty)."""
-    return nn.functional.softplus(-c_e).mean() + nn.functional.softplus(c_u).mean()
+    return nn.functional.softplus(-c_e).mean(-1) + nn.functional.softplus(c_u).mean(-1)
 
 
 def gradient_penalty(net, x, target_norm: Optional[float], transform=None):
@@ -126,7 +136,7 @@ def gradient_penalty(net, x, target_norm: Optional[float], transform=None):
     y = transform(y) if transform is not None else y
     grad, = torch.autograd.grad(y.sum(), x, create_graph=True)
     norm = (grad + 1e-7).norm(dim=-1)  # + float32 eps as the official code
-    return ((norm - target_norm) ** 2).mean() if target_norm is not None else (norm ** 2).mean()
+    return ((norm - target_norm) ** 2).mean(-1) if target_norm is not None else (norm ** 2).mean(-1)
 
 
 def advantage(r_u, nu_s, nu_next, gamma: float):
@@ -136,16 +146,17 @@ def advantage(r_u, nu_s, nu_next, gamma: float):
 
 def nu_loss(nu_init, adv, gamma: float, alpha: float):
     """Closed-form LobsDICE objective (1 - γ) E[ν(s_0)] + (1 + α) logsumexp(A / (1 + α)) (no gradient penalty)."""
-    return (1 - gamma) * nu_init.mean() + (1 + alpha) * torch.logsumexp(adv / (1 + alpha), 0)
+    return (1 - gamma) * nu_init.mean(-1) + (1 + alpha) * torch.logsumexp(adv / (1 + alpha), -1)
 
 
 def policy_weights(adv, alpha: float):
     """w = exp((A - max A) / (1 + α)), normalised to mean 1, detached."""
-    w = torch.exp((adv - adv.max()) / (1 + alpha)).detach()
-    return w / w.mean()
+    w = torch.exp((adv - adv.max(-1, keepdim=True).values) / (1 + alpha)).detach()
+    return w / w.mean(-1, keepdim=True)
 
 
 def main(args: Args) -> dict:
+    runs = replica_args(args)  # one Args per seed, as `--seed k` alone would have them
     data = contract.load_dataset(args.dataset)
     contract.require_expert(data, args.dataset)
     meta = data["metadata"]
@@ -158,74 +169,119 @@ def main(args: Args) -> dict:
     ep = data["episode_ids"]
     init_rows = np.flatnonzero(~aug & (np.r_[True, ep[1:] != ep[:-1]]))  # first row of every episode
     torch.set_num_threads(cpu_threads(args.threads))
-    torch.manual_seed(args.seed)
-    rng = np.random.default_rng(args.seed)
     device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
 
     norm = Normalizer(data["observations"][unl_rows], meta["action_low"], meta["action_high"])
     obs = torch.as_tensor(norm.obs(data["observations"]), device=device)
     next_obs = torch.as_tensor(norm.obs(data["next_observations"]), device=device)
     act = torch.as_tensor(norm.act(data["actions"]), device=device)
-    obs_dim, act_dim, N, B = meta["obs_dim"], meta["act_dim"], len(obs), args.batch_size
-    cost = critic(2 * obs_dim, args.hidden, args.n_hidden).to(device)
-    nu = critic(obs_dim, args.hidden, args.n_hidden).to(device)
-    actor = Actor(obs_dim, act_dim, args.hidden, args.n_hidden, args.act_eps).to(device)
+    pools = {"expert": torch.as_tensor(exp_rows, device=device), "init": torch.as_tensor(init_rows, device=device)}
+    obs_dim, act_dim, N, B, R = meta["obs_dim"], meta["act_dim"], len(obs), args.batch_size, len(runs)
+    spec = envs.env_spec(meta)
+    print(f"{method}: expert (s, s') {len(exp_rows)} rows ({aug.sum()} augmented), union {N} rows, "
+          f"{len(init_rows)} initial states ({args.dataset})" + (f", seeds {[a.seed for a in runs]} side by side" if R > 1 else ""))
+
+    # One seed trains plain networks on [B, …] batches; several seeds (--seeds) train R replicas side by side, every
+    # network stacked (policy.stack_replicas) on [R, B, …] batches and every loss one value per replica [R]. Replica k
+    # draws its rows from numpy's default_rng(k) and its mixing noise from torch's generator as seeded by k
+    # (policy.TorchStreams), or both from its device generator on a GPU, so it follows the run with --seed k alone.
+    rngs = [np.random.default_rng(a.seed) for a in runs]
+    gens = [minibatch_generator(a.seed, device) for a in runs]
+    streams = TorchStreams([a.seed for a in runs])
+
+    def build(make):
+        """One network per replica, each made on its replica's torch stream; stacked when R > 1. Returns the
+        network trained and the plain per-replica modules (where load_replica copies a replica back)."""
+        nets = []
+        for k in range(R):
+            with streams.use(k):
+                nets.append(make())
+        return (nets[0] if R == 1 else stack_replicas(nets)).to(device), nets
+
+    def draw(k: int):
+        """Replica k's rows (expert, union, initial) [3B] and noise: mixing weights λ, λ2 [B, 1] and a permutation [B]."""
+        gen = gens[k]
+        if gen is None:  # the CPU: numpy's rng for rows, torch's global stream of the replica for the noise
+            rows = [rngs[k].choice(exp_rows, B), rngs[k].integers(0, N, B), rngs[k].choice(init_rows, B)]
+            with streams.use(k):
+                lam, perm, lam2 = torch.rand(B, 1), torch.randperm(B), torch.rand(B, 1)
+            return torch.as_tensor(np.concatenate(rows), device=device), lam.to(device), perm.to(device), lam2.to(device)
+
+        def pick(pool):
+            return pools[pool][torch.randint(len(pools[pool]), (B,), generator=gen, device=device)]
+
+        rows = torch.cat([pick("expert"), torch.randint(0, N, (B,), generator=gen, device=device), pick("init")])
+        return (rows, torch.rand(B, 1, generator=gen, device=device), torch.randperm(B, generator=gen, device=device),
+                torch.rand(B, 1, generator=gen, device=device))
+
+    def values(x) -> list:
+        """A logged quantity as one float per replica (a scalar for one seed, [R] for several)."""
+        return x.reshape(-1).tolist()
+
+    cost, _ = build(lambda: critic(2 * obs_dim, args.hidden, args.n_hidden))
+    nu, _ = build(lambda: critic(obs_dim, args.hidden, args.n_hidden))
+    actor, actors = build(lambda: Actor(obs_dim, act_dim, args.hidden, args.n_hidden, args.act_eps))
     cost_opt = torch.optim.Adam(cost.parameters(), lr=args.cost_lr)
     nu_opt = torch.optim.Adam(nu.parameters(), lr=args.nu_lr)
     actor_opt = torch.optim.Adam(actor.parameters(), lr=args.actor_lr)
-    spec = envs.env_spec(meta)
-    print(f"{method}: expert (s, s') {len(exp_rows)} rows ({aug.sum()} augmented), union {N} rows, "
-          f"{len(init_rows)} initial states ({args.dataset})")
 
-    log, t0 = [], time.time()
-    prog = Progress(method, args.total_steps, out_dir=args.out_dir, tensorboard=args.tensorboard)
+    logs = [[] for _ in runs]
+    progs = [Progress(method, args.total_steps, out_dir=a.out_dir, tensorboard=args.tensorboard) for a in runs]
+    line = progs[0] if R == 1 else Progress(f"{method} x{R}", args.total_steps)  # several seeds: means over replicas
     for step in range(1, args.total_steps + 1):
-        ie = torch.as_tensor(rng.choice(exp_rows, B), device=device)
-        iu = torch.as_tensor(rng.integers(0, N, B), device=device)
-        i0 = torch.as_tensor(rng.choice(init_rows, B), device=device)
+        drawn = [draw(k) for k in range(R)]
+        rows, lam, perm, lam2 = drawn[0] if R == 1 else (torch.stack(x) for x in zip(*drawn))
+        ie, iu, i0 = rows.split(B, -1)
         x_e = torch.cat([obs[ie], next_obs[ie]], -1)
         x_u = torch.cat([obs[iu], next_obs[iu]], -1)
         # cost: GAN loss + gradient penalty on r at interpolates
         c_e, c_u = cost(x_e).squeeze(-1), cost(x_u).squeeze(-1)
-        lam = torch.rand(B, 1, device=device)
-        x_mix = torch.cat([lam * x_e + (1 - lam) * x_u, lam * x_u[torch.randperm(B, device=device)] + (1 - lam) * x_u])
+        x_u_perm = torch.take_along_dim(x_u, perm.unsqueeze(-1), dim=-2)  # x_u[perm], per replica
+        x_mix = torch.cat([lam * x_e + (1 - lam) * x_u, lam * x_u_perm + (1 - lam) * x_u], -2)
         c_loss = cost_loss(c_e, c_u) + args.cost_gp * gradient_penalty(cost, x_mix, 1.0, cost_of_logit)
         # ν: closed-form objective on the union batch
         r_u = cost_of_logit(c_u)
-        nu_all = nu(torch.cat([obs[i0], obs[iu], next_obs[iu]])).squeeze(-1)
-        adv = advantage(r_u, nu_all[B:2 * B], nu_all[2 * B:], args.gamma)
-        lam2 = torch.rand(B, 1, device=device)
-        s_mix = torch.cat([obs[iu], lam2 * obs[ie] + (1 - lam2) * obs[iu], lam2 * next_obs[ie] + (1 - lam2) * next_obs[iu]])
-        n_loss = nu_loss(nu_all[:B], adv, args.gamma, args.alpha) + args.nu_gp * gradient_penalty(nu, s_mix, None)
+        nu_all = nu(torch.cat([obs[i0], obs[iu], next_obs[iu]], -2)).squeeze(-1)
+        adv = advantage(r_u, nu_all[..., B:2 * B], nu_all[..., 2 * B:], args.gamma)
+        s_mix = torch.cat([obs[iu], lam2 * obs[ie] + (1 - lam2) * obs[iu], lam2 * next_obs[ie] + (1 - lam2) * next_obs[iu]], -2)
+        n_loss = nu_loss(nu_all[..., :B], adv, args.gamma, args.alpha) + args.nu_gp * gradient_penalty(nu, s_mix, None)
         # policy: weighted BC on the union
         w = policy_weights(adv, args.alpha)
-        p_loss = -(w * actor.log_prob(obs[iu], act[iu]).sum(-1)).mean()
+        p_loss = -(w * actor.log_prob(obs[iu], act[iu]).sum(-1)).mean(-1)
         for opt in (cost_opt, nu_opt, actor_opt):
             opt.zero_grad()
-        (c_loss + n_loss + p_loss).backward()  # the three losses touch disjoint parameters (r is detached in A)
-        for opt in (cost_opt, nu_opt, actor_opt):
+        (c_loss + n_loss + p_loss).sum().backward()  # the losses touch disjoint parameters (r is detached in A),
+        for opt in (cost_opt, nu_opt, actor_opt):    # and replica k's slice of each gradient is its own loss's
             opt.step()
         if (args.eval_every and step % args.eval_every == 0) or step == args.total_steps:
-            ret = in_training_eval(actor, norm, spec, args.eval_episodes, args.eval_seed)
-            row = {"step": step, "cost_loss": c_loss.item(), "nu_loss": n_loss.item(), "policy_loss": p_loss.item(),
-                   "cost_expert": cost_of_logit(c_e).mean().item(), "cost_union": r_u.mean().item(),
-                   "adv_mean": adv.mean().item(), "weight_max": w.max().item(),
-                   "ess_frac": (w.sum() ** 2 / (w ** 2).sum()).item() / B, "eval_return": ret}
-            log.append(row)
-            prog.log(row)  # progress.csv, flushed now
-            print(f"[{method}] step {step}/{args.total_steps}  cost {row['cost_loss']:.3f}  nu {row['nu_loss']:.3f}  "
-                  f"policy {row['policy_loss']:.3f}  r(E) {row['cost_expert']:.2f}  r(U) {row['cost_union']:.2f}  "
-                  f"w max {row['weight_max']:.1f}  eval return {ret:.2f}  {step / (time.time() - t0):.0f} steps/s", flush=True)
-        prog.update(step, lambda: {"cost_loss": c_loss.item(), "nu_loss": n_loss.item(), "policy_loss": p_loss.item()})
-    prog.close()
+            rets = []
+            for k in range(R):
+                with streams.use(k):  # an evaluation builds layers from torch's generator, as the single run's does
+                    policy_k = actor if R == 1 else load_replica(actors[k], actor, k)
+                    rets.append(in_training_eval(policy_k, norm, spec, args.eval_episodes, args.eval_seed))
+            cols = {"cost_loss": values(c_loss), "nu_loss": values(n_loss), "policy_loss": values(p_loss),
+                    "cost_expert": values(cost_of_logit(c_e).mean(-1)), "cost_union": values(r_u.mean(-1)),
+                    "adv_mean": values(adv.mean(-1)), "weight_max": values(w.max(-1).values),
+                    "ess_frac": values(w.sum(-1) ** 2 / (w ** 2).sum(-1) / B), "eval_return": rets}
+            for k in range(R):
+                logs[k].append({"step": step, **{name: col[k] for name, col in cols.items()}})
+                progs[k].log(logs[k][-1])  # progress.csv, flushed now
+            line.update(step, {name: float(np.mean(col)) for name, col in cols.items()}, force=True)
+        else:
+            line.update(step, lambda: {"cost_loss": c_loss.mean().item(), "nu_loss": n_loss.mean().item(),
+                                       "policy_loss": p_loss.mean().item()})
+    for prog in {id(p): p for p in progs + [line]}.values():
+        prog.close()
 
-    contract.save_policy(os.path.join(args.out_dir, "policy.pt"), artifact(
-        actor.cpu(), norm, method=method, seed=args.seed, env=spec, dataset_fingerprint=contract.fingerprint(data),
-        dataset=args.dataset, train_args=asdict(args)))
-    contract.save_json(os.path.join(args.out_dir, "args.json"), asdict(args))
-    if args.final_eval:
-        final_eval(os.path.join(args.out_dir, "policy.pt"), spec, args.final_eval_episodes, args.final_eval)
-    return {"method": method, "log": log}
+    for k, a in enumerate(runs):
+        contract.save_policy(os.path.join(a.out_dir, "policy.pt"), artifact(
+            (actor if R == 1 else load_replica(actors[k], actor, k)).cpu(), norm, method=method, seed=a.seed, env=spec,
+            dataset_fingerprint=contract.fingerprint(data), dataset=a.dataset, train_args=asdict(a)))
+        contract.save_json(os.path.join(a.out_dir, "args.json"), asdict(a))
+        if a.final_eval:
+            final_eval(os.path.join(a.out_dir, "policy.pt"), spec, a.final_eval_episodes, a.final_eval)
+    return {"method": method, "log": logs[0]} if R == 1 else {"method": method, "runs": [
+        {"seed": a.seed, "log": logs[k]} for k, a in enumerate(runs)]}
 
 
 if __name__ == "__main__":

@@ -16,13 +16,20 @@ Input: a dataset `.npz` (docs/contract.md): observations, actions, next_observat
 Output (in --out-dir): policy.pt (policy artifact, docs/contract.md), progress.csv (losses, R on D_E and D_U, eval
 return; a row per evaluation, written as it goes), args.json, and with --tensorboard the event files in tb/.
 Progress: a line at most every ~10 s (step, steps/s, ETA, last losses), besides the line of every evaluation.
+
+Seeds side by side: `--seeds 0 1 2 3 4` trains one independent replica per seed in this process: each of the five
+networks (reward model, actor, twin Q, its target, V) is the R replicas' networks stacked into one batched network
+(policy.stack_replicas) and every loss has one value per replica. Replica k is initialised as `--seed k` alone is,
+draws its minibatches from its own default_rng(k) with the same calls and has its own slice of the Adam moments, so
+it follows the single run up to float rounding; it writes that run's files to `--out-dir` and `--final-eval` with
+`{seed}` replaced by k. One seed (the default) runs the same loop on plain networks.
 """
 
 import os
 import sys
 import time
 from dataclasses import asdict, dataclass
-from typing import Optional
+from typing import Optional, Tuple
 
 import numpy as np
 import torch
@@ -31,7 +38,8 @@ import tyro
 
 import contract
 import envs
-from policy import Actor, Normalizer, artifact, cpu_threads, final_eval, in_training_eval
+from policy import (Actor, Normalizer, TorchStreams, artifact, cpu_threads, final_eval, in_training_eval, load_replica,
+                    minibatch_generator, replica_args, stack_replicas)
 from progress import Progress
 
 R_MIN, R_MAX, EXP_ADV_MAX = 0.1, 0.9, 100.0
@@ -47,6 +55,9 @@ class Args:
     """label stored in the policy (default: oril_ca on an augmented dataset, else oril)"""
     seed: int = 0
     """seed of the initialisation and minibatches"""
+    seeds: Optional[Tuple[int, ...]] = None
+    """train one replica per seed side by side in this process (e.g. `--seeds 0 1 2 3 4`); --out-dir and
+    --final-eval then need `{seed}`, which becomes each replica's seed"""
     reward_steps: Optional[int] = None
     """gradient steps of the reward model R_ψ (stage 1), batches of `batch_size` from D_E and from D_U
     (default: 0.4 × total_steps, rounded down: 2,000 for the default 5,000)"""
@@ -128,29 +139,30 @@ class TwinQ(nn.Module):
 def pu_reward_loss(r_e, r_u, eta: float, pu: bool = True):
     """ORIL Eq. 5: η E_E[-log R] + E_U[-log(1-R)] - η E_E[-log(1-R)]; Eq. 1 (plain cross-entropy) without PU."""
     if not pu:
-        return (-torch.log(r_e)).mean() + (-torch.log(1 - r_u)).mean()
-    return eta * (-torch.log(r_e)).mean() + (-torch.log(1 - r_u)).mean() - eta * (-torch.log(1 - r_e)).mean()
+        return (-torch.log(r_e)).mean(-1) + (-torch.log(1 - r_u)).mean(-1)
+    return eta * (-torch.log(r_e)).mean(-1) + (-torch.log(1 - r_u)).mean(-1) - eta * (-torch.log(1 - r_e)).mean(-1)
 
 
 def expectile_loss(q, v, tau: float):
     """IQL value loss E[|τ - 1(q - v < 0)| (q - v)²] (q detached)."""
     diff = q.detach() - v
-    return (torch.abs(tau - (diff < 0).float()) * diff ** 2).mean()
+    return (torch.abs(tau - (diff < 0).float()) * diff ** 2).mean(-1)
 
 
 def q_loss(q1, q2, reward, done, next_v, gamma: float):
     """Σ_i E[(r + γ (1 - done) V(s') - Q_i)²] with V(s') detached."""
     target = reward + gamma * (1 - done) * next_v.detach()
-    return ((q1 - target) ** 2).mean() + ((q2 - target) ** 2).mean()
+    return ((q1 - target) ** 2).mean(-1) + ((q2 - target) ** 2).mean(-1)
 
 
 def awr_loss(log_pi, adv, beta: float):
     """E[min(exp(β A), 100) · (-Σ_j log π_j)] with A detached."""
     weights = torch.exp(beta * adv.detach()).clamp(max=EXP_ADV_MAX)
-    return (weights * -log_pi.sum(-1)).mean()
+    return (weights * -log_pi.sum(-1)).mean(-1)
 
 
 def main(args: Args) -> dict:
+    runs = replica_args(args)  # one Args per seed, as `--seed k` alone would have them
     data = contract.load_dataset(args.dataset)
     contract.require_expert(data, args.dataset)
     meta = data["metadata"]
@@ -161,8 +173,6 @@ def main(args: Args) -> dict:
     if len(unl_rows) == 0:
         raise ValueError(f"{args.dataset}: D_U is empty (every collected row is expert); ORIL needs unlabelled data")
     torch.set_num_threads(cpu_threads(args.threads))
-    torch.manual_seed(args.seed)
-    rng = np.random.default_rng(args.seed)
     device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
 
     norm = Normalizer(data["observations"], meta["action_low"], meta["action_high"])  # every training row
@@ -170,44 +180,86 @@ def main(args: Args) -> dict:
     next_obs = torch.as_tensor(norm.obs(data["next_observations"]), device=device)
     act = torch.as_tensor(norm.act(data["actions"]), device=device)
     done = torch.as_tensor(data["terminals"], dtype=torch.float32, device=device)
-    obs_dim, act_dim, N = meta["obs_dim"], meta["act_dim"], len(obs)
+    pools = {"expert": torch.as_tensor(exp_rows, device=device), "unlabelled": torch.as_tensor(unl_rows, device=device)}
+    obs_dim, act_dim, N, B = meta["obs_dim"], meta["act_dim"], len(obs), args.batch_size
     spec = envs.env_spec(meta)
-    print(f"{method}: D_E {len(exp_rows)} rows ({aug.sum()} augmented), D_U {len(unl_rows)} rows ({args.dataset})")
-    t0 = time.time()
+    print(f"{method}: D_E {len(exp_rows)} rows ({aug.sum()} augmented), D_U {len(unl_rows)} rows ({args.dataset})"
+          + (f", seeds {[a.seed for a in runs]} side by side" if len(runs) > 1 else ""))
 
+    # One seed trains plain networks on [B, …] batches; several seeds (--seeds) train R replicas side by side, every
+    # network stacked (policy.stack_replicas) on [R, B, …] batches and every loss one value per replica [R]. Replica k
+    # draws from its own streams (numpy's default_rng(k), torch's global generator as seeded by k, or its device
+    # generator on a GPU), so it follows the run with --seed k alone.
+    R = len(runs)
+    rngs = [np.random.default_rng(a.seed) for a in runs]
+    gens = [minibatch_generator(a.seed, device) for a in runs]
+    streams = TorchStreams([a.seed for a in runs])
+
+    def build(make):
+        """One network per replica, each made on its replica's torch stream; stacked when R > 1. Returns the
+        network trained and the plain per-replica modules (where load_replica copies a replica back)."""
+        nets = []
+        for k in range(R):
+            with streams.use(k):
+                nets.append(make())
+        return (nets[0] if R == 1 else stack_replicas(nets)).to(device), nets
+
+    def per_replica(draw):
+        """draw(k) for every replica: [B] for one seed, stacked [R, B] for several."""
+        return draw(0) if R == 1 else torch.stack([draw(k) for k in range(R)])
+
+    def pick(k: int, pool: str):
+        """B rows of a pool for replica k: numpy's rng.choice on the CPU, the device generator on a GPU."""
+        if gens[k] is None:
+            return torch.as_tensor(rngs[k].choice(exp_rows if pool == "expert" else unl_rows, B), device=device)
+        return pools[pool][torch.randint(len(pools[pool]), (B,), generator=gens[k], device=device)]
+
+    def any_row(k: int):
+        if gens[k] is None:
+            return torch.as_tensor(rngs[k].integers(0, N, B), device=device)
+        return torch.randint(0, N, (B,), generator=gens[k], device=device)
+
+    def values(x) -> list:
+        """A logged quantity as one float per replica (a scalar for one seed, [R] for several)."""
+        return x.reshape(-1).tolist() if torch.is_tensor(x) else [float(x)] * R
+
+    def replica(net, plain, k: int):
+        return net if R == 1 else load_replica(plain[k], net, k)
+
+    t0 = time.time()
     # stage 1: the reward model, PU loss (ORIL Eq. 5)
-    reward_model = RewardModel(obs_dim, act_dim, args.hidden, args.n_hidden).to(device)
+    reward_model, _ = build(lambda: RewardModel(obs_dim, act_dim, args.hidden, args.n_hidden))
     r_opt = torch.optim.Adam(reward_model.parameters(), lr=args.reward_lr)
     reward_steps = args.reward_steps if args.reward_steps is not None else args.total_steps * 2 // 5
-    prog = Progress(f"{method} reward model", reward_steps)  # lines only: the rows below carry its last loss
+    prog = Progress(f"{method} reward model" + (f" x{R}" if R > 1 else ""), reward_steps)  # lines only
     for step in range(1, reward_steps + 1):
-        ie = torch.as_tensor(rng.choice(exp_rows, args.batch_size), device=device)
-        iu = torch.as_tensor(rng.choice(unl_rows, args.batch_size), device=device)
+        ie, iu = per_replica(lambda k: torch.cat([pick(k, "expert"), pick(k, "unlabelled")])).split(B, -1)
         r_loss = pu_reward_loss(reward_model(obs[ie], act[ie]), reward_model(obs[iu], act[iu]), args.eta, args.pu)
         r_opt.zero_grad()
-        r_loss.backward()
+        r_loss.sum().backward()  # several seeds: replica k's slice of the gradient is ∂loss_k alone
         r_opt.step()
-        prog.update(step, lambda: {"loss": r_loss.item()})  # the loss is read only when a line is due
-    with torch.no_grad():  # relabel D_all once with the frozen R_ψ
-        reward = reward_model(obs, act)
-    r_e, r_u = reward[exp_rows].mean().item(), reward[unl_rows].mean().item()
-    print(f"[{method}] reward model: {reward_steps} steps, loss {r_loss.item():.3f}, mean R on D_E {r_e:.2f}, "
-          f"on D_U {r_u:.2f}  ({time.time() - t0:.0f} s)", flush=True)
+        prog.update(step, lambda: {"loss": r_loss.mean().item()})  # the loss is read only when a line is due
+    with torch.no_grad():  # relabel D_all once with the frozen R_ψ: [N], or [R, N] for several seeds
+        reward = reward_model(obs, act) if R == 1 else reward_model(obs.expand(R, -1, -1), act.expand(R, -1, -1))
+    r_e, r_u = reward[..., exp_rows].mean(-1), reward[..., unl_rows].mean(-1)
+    print(f"[{method}] reward model: {reward_steps} steps, loss {r_loss.mean().item():.3f}, mean R on D_E "
+          f"{r_e.mean().item():.2f}, on D_U {r_u.mean().item():.2f}  ({time.time() - t0:.0f} s)", flush=True)
 
     # stage 2: IQL on the relabelled data
-    actor = Actor(obs_dim, act_dim, args.hidden, args.n_hidden, args.act_eps).to(device)
-    qf = TwinQ(obs_dim, act_dim, args.hidden, args.n_hidden).to(device)
-    q_target = TwinQ(obs_dim, act_dim, args.hidden, args.n_hidden).to(device)
+    actor, actors = build(lambda: Actor(obs_dim, act_dim, args.hidden, args.n_hidden, args.act_eps))
+    qf, _ = build(lambda: TwinQ(obs_dim, act_dim, args.hidden, args.n_hidden))
+    q_target, _ = build(lambda: TwinQ(obs_dim, act_dim, args.hidden, args.n_hidden))
     q_target.load_state_dict(qf.state_dict())
-    vf = mlp(obs_dim, args.hidden, args.n_hidden).to(device)
+    vf, _ = build(lambda: mlp(obs_dim, args.hidden, args.n_hidden))
     q_opt = torch.optim.Adam(qf.parameters(), lr=args.critic_lr)
     v_opt = torch.optim.Adam(vf.parameters(), lr=args.critic_lr)
     actor_opt = torch.optim.Adam(actor.parameters(), lr=args.actor_lr)
     actor_sched = torch.optim.lr_scheduler.CosineAnnealingLR(actor_opt, args.total_steps)
-    log, t1 = [], time.time()
-    prog = Progress(method, args.total_steps, out_dir=args.out_dir, tensorboard=args.tensorboard)
+    progs = [Progress(method, args.total_steps, out_dir=a.out_dir, tensorboard=args.tensorboard) for a in runs]
+    line = progs[0] if R == 1 else Progress(f"{method} x{R}", args.total_steps)  # several seeds: means over replicas
+    logs = [[] for _ in runs]
     for step in range(1, args.total_steps + 1):
-        idx = torch.as_tensor(rng.integers(0, N, args.batch_size), device=device)
+        idx = per_replica(any_row)
         s, a, s2 = obs[idx], act[idx], next_obs[idx]
         with torch.no_grad():
             q = torch.min(*q_target(s, a))
@@ -215,41 +267,50 @@ def main(args: Args) -> dict:
         v = vf(s).squeeze(-1)
         v_loss = expectile_loss(q, v, args.expectile)  # value: expectile of the target Q
         v_opt.zero_grad()
-        v_loss.backward()
+        v_loss.sum().backward()
         v_opt.step()
-        c_loss = q_loss(*qf(s, a), reward[idx], done[idx], next_v, args.gamma)  # Q: r + γ V(s')
+        r = reward[idx] if R == 1 else reward.gather(1, idx)
+        c_loss = q_loss(*qf(s, a), r, done[idx], next_v, args.gamma)  # Q: r + γ V(s')
         q_opt.zero_grad()
-        c_loss.backward()
+        c_loss.sum().backward()
         q_opt.step()
         adv = q - v.detach()
         a_loss = awr_loss(actor.log_prob(s, a), adv, args.beta)  # policy: advantage-weighted regression
         actor_opt.zero_grad()
-        a_loss.backward()
+        a_loss.sum().backward()
         actor_opt.step()
         actor_sched.step()
         with torch.no_grad():
             for p, p_t in zip(qf.parameters(), q_target.parameters()):
                 p_t.lerp_(p, args.polyak)
         if (args.eval_every and step % args.eval_every == 0) or step == args.total_steps:
-            ret = in_training_eval(actor, norm, spec, args.eval_episodes, args.eval_seed)
-            row = {"step": step, "reward_loss": r_loss.item(), "r_expert": r_e, "r_unlabelled": r_u,
-                   "v_loss": v_loss.item(), "q_loss": c_loss.item(), "actor_loss": a_loss.item(),
-                   "q_mean": q.mean().item(), "adv_mean": adv.mean().item(), "eval_return": ret}
-            log.append(row)
-            prog.log(row)  # progress.csv, flushed now
-            print(f"[{method}] step {step}/{args.total_steps}  v {row['v_loss']:.3f}  q {row['q_loss']:.3f}  "
-                  f"actor {row['actor_loss']:.3f}  Q {row['q_mean']:.1f}  eval return {ret:.2f}  "
-                  f"{step / (time.time() - t1):.0f} steps/s", flush=True)
-        prog.update(step, lambda: {"v_loss": v_loss.item(), "q_loss": c_loss.item(), "actor_loss": a_loss.item()})
-    prog.close()
+            rets = []
+            for k in range(R):
+                with streams.use(k):  # an evaluation builds layers from torch's generator, as the single run's does
+                    rets.append(in_training_eval(replica(actor, actors, k), norm, spec, args.eval_episodes, args.eval_seed))
+            cols = {"reward_loss": values(r_loss), "r_expert": values(r_e), "r_unlabelled": values(r_u),
+                    "v_loss": values(v_loss), "q_loss": values(c_loss), "actor_loss": values(a_loss),
+                    "q_mean": values(q.mean(-1)), "adv_mean": values(adv.mean(-1)), "eval_return": rets}
+            for k in range(R):
+                logs[k].append({"step": step, **{name: col[k] for name, col in cols.items()}})
+                progs[k].log(logs[k][-1])  # progress.csv, flushed now
+            line.update(step, {name: float(np.mean(col)) for name, col in cols.items()}, force=True)
+        else:
+            line.update(step, lambda: {"v_loss": v_loss.mean().item(), "q_loss": c_loss.mean().item(),
+                                       "actor_loss": a_loss.mean().item()})
+    for prog in {id(p): p for p in progs + [line]}.values():
+        prog.close()
 
-    contract.save_policy(os.path.join(args.out_dir, "policy.pt"), artifact(
-        actor.cpu(), norm, method=method, seed=args.seed, env=spec, dataset_fingerprint=contract.fingerprint(data),
-        dataset=args.dataset, train_args=asdict(args)))
-    contract.save_json(os.path.join(args.out_dir, "args.json"), asdict(args))
-    if args.final_eval:
-        final_eval(os.path.join(args.out_dir, "policy.pt"), spec, args.final_eval_episodes, args.final_eval)
-    return {"method": method, "log": log, "r_expert": r_e, "r_unlabelled": r_u}
+    for k, a in enumerate(runs):
+        contract.save_policy(os.path.join(a.out_dir, "policy.pt"), artifact(
+            replica(actor, actors, k).cpu(), norm, method=method, seed=a.seed, env=spec,
+            dataset_fingerprint=contract.fingerprint(data), dataset=a.dataset, train_args=asdict(a)))
+        contract.save_json(os.path.join(a.out_dir, "args.json"), asdict(a))
+        if a.final_eval:
+            final_eval(os.path.join(a.out_dir, "policy.pt"), spec, a.final_eval_episodes, a.final_eval)
+    results = [{"seed": a.seed, "log": logs[k], "r_expert": values(r_e)[k], "r_unlabelled": values(r_u)[k]}
+               for k, a in enumerate(runs)]
+    return {"method": method, **results[0]} if R == 1 else {"method": method, "runs": results}
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
-"""Seeds side by side (`--seeds`) in train_bc.py and train_dwbc.py: replica k follows the run with `--seed k` alone,
-writes that run's files, and the progress files grow as the run goes."""
+"""Seeds side by side (`--seeds`) in every policy trainer: replica k follows the run with `--seed k` alone, writes
+that run's files, and the progress files grow as the run goes."""
 import glob
 import json
 import os
@@ -12,7 +12,10 @@ import augment
 import contract
 import policy
 import train_bc
+import train_bcnd
 import train_dwbc
+import train_lobsdice
+import train_oril
 from conftest import one_line_error, run
 
 TINY = dict(hidden=16, batch_size=32, eval_every=0, eval_episodes=2, threads=1)
@@ -149,3 +152,74 @@ def test_device_sampling_path(stage, augmented, tmp_path, monkeypatch):
     for b, s in zip(batched, single):
         for name in (b if isinstance(b, dict) else [None]):
             np.testing.assert_allclose(b[name] if name else b, s[name] if name else s, rtol=1e-5, atol=1e-5)
+
+
+# ORIL, LobsDICE: a log row per step (no rollout) compares every logged loss of the first 100 steps; LobsDICE with
+# rollouts every 5 steps checks that an evaluation's draws from torch's generator (the layers contract.build_policy
+# makes) shift the replica's own stream as they shift the single run's; BCND logs a row per round, evaluated each.
+# LobsDICE's ν objective (a logsumexp over the batch, trained through a gradient penalty) amplifies float32 rounding:
+# the batched matmuls round differently from the plain ones, and after ~30 steps single and batched runs drift apart
+# by up to 1e-3 in ν's loss. In float64 they agree to 1e-14 over all 100 steps, which is what shows the batched loop
+# exact; so LobsDICE is compared in float64 (to 1e-9), and in float32 (to 1e-5) over its first 20 steps.
+# (Evaluation rollouts run in float32, so the run with rollouts is the float32 one.)
+BASELINES = {  # stage, dataset, arguments, float64, tolerance
+    "oril": (train_oril, "augmented", dict(total_steps=STEPS, reward_steps=40, eval_every=1, eval_episodes=0), False, 1e-5),
+    "bcnd": (train_bcnd, "augmented", dict(n_policies=3, n_rounds=3, epochs=2, eval_every=1, eval_episodes=2), False, 1e-5),
+    "lobsdice_f32": (train_lobsdice, "tiny", dict(total_steps=20, eval_every=1, eval_episodes=0), False, 1e-5),
+    "lobsdice_f64": (train_lobsdice, "tiny", dict(total_steps=STEPS, eval_every=1, eval_episodes=0), True, 1e-9),
+    "lobsdice_eval": (train_lobsdice, "tiny", dict(total_steps=20, eval_every=5, eval_episodes=2), False, 1e-5),
+}
+
+
+@pytest.fixture
+def float64(monkeypatch):
+    """Train in float64: default dtype and the normalised data."""
+    torch.set_default_dtype(torch.float64)
+    for name in ("obs", "act"):
+        plain = getattr(policy.Normalizer, name)
+        monkeypatch.setattr(policy.Normalizer, name, lambda self, x, plain=plain: plain(self, x).astype(np.float64))
+    yield
+    torch.set_default_dtype(torch.float32)
+
+
+@pytest.mark.parametrize("name", list(BASELINES))
+def test_baseline_replicas_follow_single_runs(name, tiny_dataset, augmented, tmp_path, request):
+    stage, data, kw, f64, tol = BASELINES[name]
+    if f64:
+        request.getfixturevalue("float64")
+    common = dict(TINY, dataset=augmented if data == "augmented" else tiny_dataset, **kw)
+    seeds = (0, 2)
+    out = stage.main(stage.Args(seeds=seeds, out_dir=str(tmp_path / "b_s{seed}"), **common))
+    singles = [stage.main(stage.Args(seed=k, out_dir=str(tmp_path / f"s{k}"), **common)) for k in seeds]
+    assert [r["seed"] for r in out["runs"]] == list(seeds)
+    for b, s in zip(out["runs"], singles):
+        assert len(b["log"]) == len(s["log"]) > 0 and b["log"][0].keys() == s["log"][0].keys()
+        for name_ in s["log"][0]:
+            np.testing.assert_allclose([row[name_] for row in b["log"]], [row[name_] for row in s["log"]],
+                                       rtol=tol, atol=tol, err_msg=name_)
+        if "log_r" in s:  # BCND: log R of every row after the last round
+            np.testing.assert_allclose(b["log_r"], s["log_r"], rtol=1e-5, atol=1e-4)
+    losses = [[row[next(k for k in row if "loss" in k)] for row in r["log"]] for r in out["runs"]]
+    assert np.abs(np.subtract(*losses)).max() > 1e-3  # the replicas differ
+    for k in seeds:  # each replica saved the policy of its own seed, with that run's args
+        art = contract.load_policy(str(tmp_path / f"b_s{k}" / "policy.pt"))
+        assert art["seed"] == k and art["train_args"]["seed"] == k and art["train_args"]["seeds"] is None
+        assert len(open(tmp_path / f"b_s{k}" / "progress.csv").read().splitlines()) == 1 + len(out["runs"][0]["log"])
+
+
+@pytest.mark.parametrize("stage", [train_oril, train_lobsdice], ids=["oril", "lobsdice"])
+def test_baseline_device_sampling_path(stage, augmented, tmp_path, monkeypatch, request):
+    """The GPU's sampling (rows and noise from a torch generator per replica), run here on the CPU (LobsDICE in
+    float64, as above)."""
+    monkeypatch.setattr(stage, "minibatch_generator", lambda seed, device: torch.Generator(device).manual_seed(seed))
+    tol = 1e-5
+    if stage is train_lobsdice:
+        request.getfixturevalue("float64")
+        tol = 1e-9
+    common = dict(TINY, dataset=augmented, total_steps=STEPS, eval_every=1, eval_episodes=0)
+    out = stage.main(stage.Args(seeds=(0, 1), out_dir=str(tmp_path / "b_s{seed}"), **common))
+    for b, k in zip(out["runs"], (0, 1)):
+        s = stage.main(stage.Args(seed=k, out_dir=str(tmp_path / f"s{k}"), **common))
+        for name_ in s["log"][0]:
+            np.testing.assert_allclose([row[name_] for row in b["log"]], [row[name_] for row in s["log"]],
+                                       rtol=tol, atol=tol, err_msg=name_)
