@@ -1,0 +1,76 @@
+"""fidelity.py: the errors of augmented rows against the toy's true counterfactuals."""
+import json
+
+import numpy as np
+import pytest
+
+import augment
+import contract
+import fidelity
+import toy_env
+from conftest import one_line_error, run
+
+
+@pytest.fixture(scope="module")
+def augmented(tiny_dataset, tiny_ivae, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("fid")
+    args = augment.Args(dataset=tiny_dataset, ivae=tiny_ivae, out=str(folder / "aug.npz"),
+                        sampler_out=str(folder / "sampler" / "policy.pt"), ratio=0.4, sampler_steps=50, hidden=32, seed=1)
+    augment.main(args)
+    return args
+
+
+def rewrite(path, out, change):
+    """A copy of the dataset at `path` with change(arrays, rows, env) applied to its augmented rows."""
+    data = contract.load_dataset(path)
+    rows = np.flatnonzero(data["augmented"])
+    change(data, rows, toy_env.make_env(data["metadata"]))
+    contract.save_npz(out, {**{k: v for k, v in data.items() if k != "metadata"},
+                            "metadata": contract.dataset_arrays_from_meta(data["metadata"])})
+    return out
+
+
+def test_true_counterfactuals_score_zero_and_a_known_shift_scores_its_size(augmented, tmp_path):
+    def exact(data, rows, env):
+        p, u = data["aug_partner"][rows], data["exogenous"][rows]
+        s1 = env.transition(data["observations"][p], data["actions"][p], u)
+        a1 = env.expert_action(s1)
+        data["observations"][rows], data["actions"][rows] = s1, a1
+        data["next_observations"][rows] = env.transition(s1, a1, u)
+
+    def shifted(data, rows, env):
+        exact(data, rows, env)
+        data["observations"][rows] += np.array([0.03, -0.04])  # ‖shift‖ = 0.05 (labels stay the old ones)
+
+    ok = rewrite(augmented.out, str(tmp_path / "exact.npz"), exact)
+    off = rewrite(augmented.out, str(tmp_path / "shifted.npz"), shifted)
+    res = fidelity.main(fidelity.Args(augmented=(ok, off, augmented.out), names=("exact", "shifted", "ivae"),
+                                      sampler=augmented.sampler_out, out=str(tmp_path / "f.json"),
+                                      figure=str(tmp_path / "f.png")))
+    rows = {r["name"]: r for r in res["rows"]}
+    for key in ("state_error", "next_state_error", "label_error"):
+        assert rows["exact"][key]["p90"] == pytest.approx(0, abs=1e-6)  # float32 storage
+    assert rows["shifted"]["state_error"]["median"] == pytest.approx(0.05, abs=1e-6)
+    assert rows["ivae"]["state_error"]["median"] > 1e-4  # a fitted decoder is not exact
+    assert json.load(open(tmp_path / "f.json"))["rows"][0]["name"] == "exact" and (tmp_path / "f.png").exists()
+
+
+def test_copy_row_is_the_partners_own_next_state(augmented, tmp_path):
+    res = fidelity.main(fidelity.Args(augmented=(augmented.out,), sampler=augmented.sampler_out,
+                                      out=str(tmp_path / "f.json"), figure=None))
+    data = contract.load_dataset(augmented.out)
+    rows = np.flatnonzero(data["augmented"])
+    p, env = data["aug_partner"][rows], toy_env.make_env(data["metadata"])
+    err = np.linalg.norm(data["next_observations"][p] - env.transition(data["observations"][p], data["actions"][p],
+                                                                       data["exogenous"][rows]), axis=-1)
+    copy = next(r for r in res["rows"] if r["name"] == "copy partner s'")
+    assert copy["state_error"]["median"] == pytest.approx(float(np.median(err)))
+    assert copy["n_rows"] == len(rows) and "next_state_error" not in copy
+
+
+def test_refusals_are_one_line(tiny_dataset, augmented, tmp_path):
+    proc = run("fidelity.py", "--augmented", tiny_dataset, "--out", str(tmp_path / "f.json"), ok=False)
+    assert one_line_error(proc, "no augmented rows"), proc.stderr
+    proc = run("fidelity.py", "--augmented", augmented.out, "--names", "a", "b", "--out", str(tmp_path / "f.json"), ok=False)
+    assert one_line_error(proc, "--names"), proc.stderr
+    assert not (tmp_path / "f.json").exists()
