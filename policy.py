@@ -25,7 +25,7 @@ import contextlib
 import copy
 import dataclasses
 import os
-from typing import Callable, List, Optional, Sequence
+from typing import Callable, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -134,6 +134,17 @@ class TorchStreams:
         finally:
             self.states[k] = torch.get_rng_state()
             torch.set_rng_state(outside)
+
+
+def build_replicas(make: Callable[[], nn.Module], streams: TorchStreams, device) -> Tuple[nn.Module, List[nn.Module]]:
+    """One network per replica, made by `make()` on the replica's torch stream (as `--seed k` alone makes it), on
+    `device`: the plain network for one replica, the replicas stacked side by side (stack_replicas) for several.
+    Returns the network to train and the plain per-replica modules (where load_replica copies a replica back)."""
+    nets = []
+    for k in range(len(streams.states)):
+        with streams.use(k):
+            nets.append(make())
+    return (nets[0] if len(nets) == 1 else stack_replicas(nets)).to(device), nets
 
 
 def replica_args(args) -> List:

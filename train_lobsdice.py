@@ -23,7 +23,7 @@ weight spread, eval return; a row per evaluation, written as it goes), args.json
 files in tb/. Progress: a line at most every ~10 s (step, steps/s, ETA, last losses), besides every evaluation's.
 
 Seeds side by side: `--seeds 0 1 2 3 4` trains one independent replica per seed in this process, the cost, ν and
-the actor each stacked into one batched network (policy.stack_replicas), every loss one value per replica. Replica
+the actor each stacked into one batched network (policy.build_replicas), every loss one value per replica. Replica
 k is initialised as `--seed k` alone is, draws its rows from default_rng(k) and its mixing noise from its own
 stream of torch's generator (policy.TorchStreams), and has its own slice of the Adam moments, so it follows the
 single run up to float rounding; it writes that run's files to `--out-dir` and `--final-eval` with `{seed}`
@@ -42,8 +42,8 @@ import tyro
 
 import contract
 import envs
-from policy import (Actor, Normalizer, TorchStreams, artifact, cpu_threads, final_eval, in_training_eval, load_replica,
-                    minibatch_generator, replica_args, stack_replicas)
+from policy import (Actor, Normalizer, TorchStreams, artifact, build_replicas, cpu_threads, final_eval,
+                    in_training_eval, load_replica, minibatch_generator, replica_args)
 from progress import Progress
 
 EPS2 = 1e-3  # inside the cost's log, as in the official code
@@ -182,21 +182,12 @@ def main(args: Args) -> dict:
           f"{len(init_rows)} initial states ({args.dataset})" + (f", seeds {[a.seed for a in runs]} side by side" if R > 1 else ""))
 
     # One seed trains plain networks on [B, …] batches; several seeds (--seeds) train R replicas side by side, every
-    # network stacked (policy.stack_replicas) on [R, B, …] batches and every loss one value per replica [R]. Replica k
+    # network stacked (policy.build_replicas) on [R, B, …] batches and every loss one value per replica [R]. Replica k
     # draws its rows from numpy's default_rng(k) and its mixing noise from torch's generator as seeded by k
     # (policy.TorchStreams), or both from its device generator on a GPU, so it follows the run with --seed k alone.
     rngs = [np.random.default_rng(a.seed) for a in runs]
     gens = [minibatch_generator(a.seed, device) for a in runs]
     streams = TorchStreams([a.seed for a in runs])
-
-    def build(make):
-        """One network per replica, each made on its replica's torch stream; stacked when R > 1. Returns the
-        network trained and the plain per-replica modules (where load_replica copies a replica back)."""
-        nets = []
-        for k in range(R):
-            with streams.use(k):
-                nets.append(make())
-        return (nets[0] if R == 1 else stack_replicas(nets)).to(device), nets
 
     def draw(k: int):
         """Replica k's rows (expert, union, initial) [3B] and noise: mixing weights λ, λ2 [B, 1] and a permutation [B]."""
@@ -218,9 +209,9 @@ def main(args: Args) -> dict:
         """A logged quantity as one float per replica (a scalar for one seed, [R] for several)."""
         return x.reshape(-1).tolist()
 
-    cost, _ = build(lambda: critic(2 * obs_dim, args.hidden, args.n_hidden))
-    nu, _ = build(lambda: critic(obs_dim, args.hidden, args.n_hidden))
-    actor, actors = build(lambda: Actor(obs_dim, act_dim, args.hidden, args.n_hidden, args.act_eps))
+    cost, _ = build_replicas(lambda: critic(2 * obs_dim, args.hidden, args.n_hidden), streams, device)
+    nu, _ = build_replicas(lambda: critic(obs_dim, args.hidden, args.n_hidden), streams, device)
+    actor, actors = build_replicas(lambda: Actor(obs_dim, act_dim, args.hidden, args.n_hidden, args.act_eps), streams, device)
     cost_opt = torch.optim.Adam(cost.parameters(), lr=args.cost_lr)
     nu_opt = torch.optim.Adam(nu.parameters(), lr=args.nu_lr)
     actor_opt = torch.optim.Adam(actor.parameters(), lr=args.actor_lr)

@@ -19,7 +19,7 @@ Progress: a line at most every ~10 s (step, steps/s, ETA, last losses), besides 
 
 Seeds side by side: `--seeds 0 1 2 3 4` trains one independent replica per seed in this process: each of the five
 networks (reward model, actor, twin Q, its target, V) is the R replicas' networks stacked into one batched network
-(policy.stack_replicas) and every loss has one value per replica. Replica k is initialised as `--seed k` alone is,
+(policy.build_replicas) and every loss has one value per replica. Replica k is initialised as `--seed k` alone is,
 draws its minibatches from its own default_rng(k) with the same calls and has its own slice of the Adam moments, so
 it follows the single run up to float rounding; it writes that run's files to `--out-dir` and `--final-eval` with
 `{seed}` replaced by k. One seed (the default) runs the same loop on plain networks.
@@ -38,8 +38,8 @@ import tyro
 
 import contract
 import envs
-from policy import (Actor, Normalizer, TorchStreams, artifact, cpu_threads, final_eval, in_training_eval, load_replica,
-                    minibatch_generator, replica_args, stack_replicas)
+from policy import (Actor, Normalizer, TorchStreams, artifact, build_replicas, cpu_threads, final_eval,
+                    in_training_eval, load_replica, minibatch_generator, replica_args)
 from progress import Progress
 
 R_MIN, R_MAX, EXP_ADV_MAX = 0.1, 0.9, 100.0
@@ -187,22 +187,13 @@ def main(args: Args) -> dict:
           + (f", seeds {[a.seed for a in runs]} side by side" if len(runs) > 1 else ""))
 
     # One seed trains plain networks on [B, …] batches; several seeds (--seeds) train R replicas side by side, every
-    # network stacked (policy.stack_replicas) on [R, B, …] batches and every loss one value per replica [R]. Replica k
+    # network stacked (policy.build_replicas) on [R, B, …] batches and every loss one value per replica [R]. Replica k
     # draws from its own streams (numpy's default_rng(k), torch's global generator as seeded by k, or its device
     # generator on a GPU), so it follows the run with --seed k alone.
     R = len(runs)
     rngs = [np.random.default_rng(a.seed) for a in runs]
     gens = [minibatch_generator(a.seed, device) for a in runs]
     streams = TorchStreams([a.seed for a in runs])
-
-    def build(make):
-        """One network per replica, each made on its replica's torch stream; stacked when R > 1. Returns the
-        network trained and the plain per-replica modules (where load_replica copies a replica back)."""
-        nets = []
-        for k in range(R):
-            with streams.use(k):
-                nets.append(make())
-        return (nets[0] if R == 1 else stack_replicas(nets)).to(device), nets
 
     def per_replica(draw):
         """draw(k) for every replica: [B] for one seed, stacked [R, B] for several."""
@@ -228,7 +219,7 @@ def main(args: Args) -> dict:
 
     t0 = time.time()
     # stage 1: the reward model, PU loss (ORIL Eq. 5)
-    reward_model, _ = build(lambda: RewardModel(obs_dim, act_dim, args.hidden, args.n_hidden))
+    reward_model, _ = build_replicas(lambda: RewardModel(obs_dim, act_dim, args.hidden, args.n_hidden), streams, device)
     r_opt = torch.optim.Adam(reward_model.parameters(), lr=args.reward_lr)
     reward_steps = args.reward_steps if args.reward_steps is not None else args.total_steps * 2 // 5
     prog = Progress(f"{method} reward model" + (f" x{R}" if R > 1 else ""), reward_steps)  # lines only
@@ -246,11 +237,11 @@ def main(args: Args) -> dict:
           f"{r_e.mean().item():.2f}, on D_U {r_u.mean().item():.2f}  ({time.time() - t0:.0f} s)", flush=True)
 
     # stage 2: IQL on the relabelled data
-    actor, actors = build(lambda: Actor(obs_dim, act_dim, args.hidden, args.n_hidden, args.act_eps))
-    qf, _ = build(lambda: TwinQ(obs_dim, act_dim, args.hidden, args.n_hidden))
-    q_target, _ = build(lambda: TwinQ(obs_dim, act_dim, args.hidden, args.n_hidden))
+    actor, actors = build_replicas(lambda: Actor(obs_dim, act_dim, args.hidden, args.n_hidden, args.act_eps), streams, device)
+    qf, _ = build_replicas(lambda: TwinQ(obs_dim, act_dim, args.hidden, args.n_hidden), streams, device)
+    q_target, _ = build_replicas(lambda: TwinQ(obs_dim, act_dim, args.hidden, args.n_hidden), streams, device)
     q_target.load_state_dict(qf.state_dict())
-    vf, _ = build(lambda: mlp(obs_dim, args.hidden, args.n_hidden))
+    vf, _ = build_replicas(lambda: mlp(obs_dim, args.hidden, args.n_hidden), streams, device)
     q_opt = torch.optim.Adam(qf.parameters(), lr=args.critic_lr)
     v_opt = torch.optim.Adam(vf.parameters(), lr=args.critic_lr)
     actor_opt = torch.optim.Adam(actor.parameters(), lr=args.actor_lr)

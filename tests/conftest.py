@@ -49,3 +49,15 @@ def tiny_ivae(tiny_dataset, tmp_path_factory):
     train_ivae.main(train_ivae.Args(dataset=tiny_dataset, out_dir=out, total_steps=100, restarts=1, compare=False,
                                     hidden=16, log_every=100))
     return os.path.join(out, "ivae.pt")
+
+
+@pytest.fixture(scope="session")
+def tiny_augmented_args(tiny_dataset, tiny_ivae, tmp_path_factory):
+    """tiny_dataset augmented by augment.main (ratio 0.4, a 50-step sampler), as the augment.Args it ran with."""
+    import augment
+
+    folder = tmp_path_factory.mktemp("aug")
+    args = augment.Args(dataset=tiny_dataset, ivae=tiny_ivae, out=str(folder / "aug.npz"),
+                        sampler_out=str(folder / "sampler" / "policy.pt"), ratio=0.4, sampler_steps=50, hidden=32, seed=1)
+    augment.main(args)
+    return args

@@ -4,7 +4,6 @@ import json
 import numpy as np
 import pytest
 
-import augment
 import contract
 import fidelity
 import toy_env
@@ -12,13 +11,8 @@ from conftest import one_line_error, run
 
 
 @pytest.fixture(scope="module")
-def augmented(tiny_dataset, tiny_ivae, tmp_path_factory):
-    folder = tmp_path_factory.mktemp("fid")
-    args = augment.Args(dataset=tiny_dataset, ivae=tiny_ivae, out=str(folder / "aug.npz"),
-                        sampler_out=str(folder / "sampler" / "policy.pt"), ratio=0.4, sampler_steps=50, hidden=32, seed=1)
-    augment.main(args)
-    return args
-
+def augmented(tiny_augmented_args):
+    return tiny_augmented_args
 
 def rewrite(path, out, change):
     """A copy of the dataset at `path` with change(arrays, rows, env) applied to its augmented rows."""

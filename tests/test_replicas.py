@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 import torch
 
-import augment
 import contract
 import policy
 import train_bc
@@ -23,14 +22,9 @@ STEPS = 100
 
 
 @pytest.fixture(scope="module")
-def augmented(tiny_dataset, tiny_ivae, tmp_path_factory):
-    """tiny_dataset augmented as tests/test_augment.py does (OILCA's input)."""
-    folder = tmp_path_factory.mktemp("aug")
-    args = augment.Args(dataset=tiny_dataset, ivae=tiny_ivae, out=str(folder / "aug.npz"),
-                        sampler_out=str(folder / "sampler" / "policy.pt"), ratio=0.4, sampler_steps=50, hidden=32, seed=1)
-    augment.main(args)
-    return args.out
-
+def augmented(tiny_augmented_args):
+    """tiny_dataset augmented (OILCA's input)."""
+    return tiny_augmented_args.out
 
 def test_stacked_networks_compute_each_replica():
     torch.manual_seed(0)
