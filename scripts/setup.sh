@@ -15,7 +15,7 @@ PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] && PY=.venv/bin/python  # an existing .venv is checked, not the interpreter that would make one
 # The Python check comes before anything is created or downloaded.
 ver=$("$PY" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null) \
-  || { echo "setup: error: no Python interpreter '$PY' (set PYTHON=/path/to/python3.11)" >&2; exit 1; }
+  || { echo "setup: error: cannot run the Python interpreter '$PY' (set PYTHON=/path/to/python3.11)" >&2; exit 1; }
 if [ "$ver" != 3.11 ] && [ "${ANY_PYTHON:-0}" != 1 ]; then
   echo "setup: error: Python $ver ($PY) is not supported: use 3.11 (PYTHON=/path/to/python3.11, and remove .venv if it was made with $ver), or ANY_PYTHON=1 to try anyway (docs/install.md)" >&2
   exit 1
