@@ -12,6 +12,7 @@ resets with seed (seed·1000 + i). The datasets go to --root (default $MINARI_DA
 
 import os
 import sys
+import warnings
 from dataclasses import dataclass
 from typing import Optional
 
@@ -63,9 +64,12 @@ def build(dataset_id: str, episodes: int, scripted: bool, episode_len: int, seed
             done = te or tr
         buffers.append(EpisodeBuffer(id=i, observations=np.array(o), actions=np.array(a), rewards=np.array(r),
                                      terminations=np.array(term), truncations=np.array(trunc)))
-    ds = minari.create_dataset_from_buffers(dataset_id, buffers, env=env, algorithm_name="swing-up controller" if scripted
-                                            else "uniform random", author="oilca", author_email="-",
-                                            code_permalink="scripts/pendulum_minari.py")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # minari warns about every metadata field left unset (eval_env, …)
+        ds = minari.create_dataset_from_buffers(
+            dataset_id, buffers, env=env, algorithm_name="swing-up controller" if scripted else "uniform random",
+            author="oilca", author_email="-", code_permalink="scripts/pendulum_minari.py",
+            description=f"Pendulum-v1, {episodes} episodes of {'a scripted swing-up controller' if scripted else 'uniform-random torques'}")
     returns = [b.rewards.sum() for b in buffers]
     print(f"{dataset_id}: {episodes} episodes, return {np.mean(returns):.1f} ± {np.std(returns):.1f}")
     return ds
