@@ -93,7 +93,7 @@ def backend_args(args: Args, backend: str) -> dict:
     arg_dict.pop("force"), arg_dict.pop("out")
     for key in envs.BACKENDS:
         if key != backend:
-            arg_dict.pop(key)
+            arg_dict.pop(key, None)  # gym: has no collection options (its data comes from minari_import.py)
     return arg_dict
 
 
@@ -108,7 +108,7 @@ def main(args: Args) -> dict:
         raise SystemExit(f"error: {args.out} exists and was collected with other arguments: pass --force or another --out")
 
     t0 = time.time()
-    out = envs.collect(args.env, getattr(args, backend), args.seed)
+    out = envs.collect(args.env, getattr(args, backend, None), args.seed)
     positive, expert = split_expert(out["returns"], args.positive_frac, args.expert_prob, out["rng"])
     arrays = out["arrays"]
     arrays["expert"] = expert[arrays["episode_ids"]]

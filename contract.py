@@ -208,14 +208,15 @@ def validate_dataset(path: str, raw: Dict[str, np.ndarray]) -> Dict[str, Any]:
     out = np.argwhere((data["actions"] < lo - 1e-5) | (data["actions"] > hi + 1e-5))
     if len(out):
         _fail(path, f"'actions' row {out[0][0]} lies outside the action bounds in metadata")
-    _check_episodes(path, data)
+    _check_episodes(path, data, per_row_aux=bool(meta.get("aux_per_row")))
     data["metadata"] = meta
     return data
 
 
-def _check_episodes(path: str, data: Dict[str, Any]) -> None:
+def _check_episodes(path: str, data: Dict[str, Any], per_row_aux: bool = False) -> None:
     """Episode structure of the collected (non-augmented) rows: contiguous episodes, one end flag at each
-    episode's last row and nowhere else, s'_t == s_{t+1} inside an episode, per-episode constants."""
+    episode's last row and nowhere else, s'_t == s_{t+1} inside an episode, per-episode constants (c too, unless
+    the metadata says `aux_per_row`: a label of each transition, e.g. minari_import.py's KMeans clusters of s′)."""
     keep = ~data["augmented"] if "augmented" in data else np.ones(len(data["rewards"]), bool)
     if not keep.any():
         return
@@ -238,7 +239,7 @@ def _check_episodes(path: str, data: Dict[str, Any]) -> None:
     if len(mismatch):
         _fail(path, f"next_observations[{mismatch[0]}] != observations[{mismatch[0] + 1}] inside an episode (broken or shuffled transitions)")
     rewards = data["rewards"][keep]
-    for key in ("expert", "episode_returns", "aux"):
+    for key in ("expert", "episode_returns") + (() if per_row_aux else ("aux",)):
         col = data[key][keep]
         if (col[1:] != col[:-1])[inner].any():
             _fail(path, f"'{key}' changes inside an episode")
@@ -252,6 +253,13 @@ def _check_episodes(path: str, data: Dict[str, Any]) -> None:
 def load_dataset(path: str) -> Dict[str, Any]:
     """Read and validate a dataset `.npz`; raises ContractError with a one-line message on any problem."""
     return validate_dataset(path, _read_npz(path))
+
+
+def load_dataset_raw(path: str):
+    """(the arrays exactly as stored, in their own dtypes, with 'metadata' the JSON string; the validated dataset as
+    load_dataset returns it): for a lossless copy of a file into another format (minari_export.py)."""
+    raw = _read_npz(path)
+    return raw, validate_dataset(path, raw)
 
 
 def fingerprint(data: Dict[str, Any]) -> str:

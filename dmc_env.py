@@ -23,7 +23,9 @@ import os
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-os.environ.setdefault("MUJOCO_GL", "egl")  # rendering is never used; this only keeps a headless import quiet
+# Nothing here renders, so by default no GL library is loaded at all (dm_control and mujoco skip their renderer with
+# "disable"; no EGL or OSMesa needed). To render (videos), set MUJOCO_GL=egl, osmesa or glfw before this import.
+os.environ.setdefault("MUJOCO_GL", "disable")
 
 import numpy as np
 

@@ -1,7 +1,8 @@
 """Environments: one interface over the three backends, so a stage never needs to know which one it runs on.
 
 An env id names a backend and a task: `toy` (toy_env.py, OILCA §5.1), `dmc:<domain>-<task>` (dmc_env.py, DeepMind
-Control, §5.2) or `cw:<task>` (cw_env.py, CausalWorld, §5.3). Every backend module provides the same three functions:
+Control, §5.2), `cw:<task>` (cw_env.py, CausalWorld, §5.3) or `gym:<EnvId>` (gym_env.py, the gymnasium env of a
+dataset imported from Minari by minari_import.py). Every backend module provides the same three functions:
 
     collect(cfg, name, seed)                         -> {"arrays", "returns", "classes", "policy_ids", "behaviors",
                                                          "spec", "rng"}   (collect_data.py adds the D_E split)
@@ -18,20 +19,22 @@ data), `heldout` (classes the env knows but the data never showed; toy), or Caus
 import importlib
 from typing import Callable, Optional, Sequence, Tuple
 
-BACKENDS = {"toy": "toy_env", "dmc": "dmc_env", "cw": "cw_env"}
-DATASET_ONLY = ("schema_version", "collect_args", "seed", "versions", "split")  # metadata that is not the env
+BACKENDS = {"toy": "toy_env", "dmc": "dmc_env", "cw": "cw_env", "gym": "gym_env"}
+# metadata that is not the env (minari_import.py adds its source datasets and KMeans centres)
+DATASET_ONLY = ("schema_version", "collect_args", "seed", "versions", "split", "sources", "kmeans")
 
 
 def parse_env_id(env_id: str) -> Tuple[str, str]:
-    """'toy' -> ('toy', ''), 'dmc:cartpole-swingup' -> ('dmc', 'cartpole-swingup'), 'cw:pushing' -> ('cw', 'pushing')."""
+    """'toy' -> ('toy', ''), 'dmc:cartpole-swingup' -> ('dmc', 'cartpole-swingup'), 'cw:pushing' -> ('cw', 'pushing'),
+    'gym:Hopper-v5' -> ('gym', 'Hopper-v5')."""
     backend, _, name = env_id.partition(":")
     if backend not in BACKENDS or (backend == "toy") != (name == ""):
-        raise ValueError(f"unknown env id '{env_id}': use toy, dmc:<domain>-<task> or cw:<task>")
+        raise ValueError(f"unknown env id '{env_id}': use toy, dmc:<domain>-<task>, cw:<task> or gym:<EnvId>")
     return backend, name
 
 
 def backend(spec: dict) -> str:
-    """The backend ('toy', 'dmc' or 'cw') of an env description."""
+    """The backend ('toy', 'dmc', 'cw' or 'gym') of an env description."""
     return parse_env_id(spec["env_id"])[0]
 
 
@@ -46,7 +49,8 @@ def env_spec(meta: dict) -> dict:
 
 
 def collect(env_id: str, cfg, seed: int) -> dict:
-    """Run the backend's data collection (`cfg` is its config: ToyConfig, DMCConfig or CWConfig)."""
+    """Run the backend's data collection (`cfg` is its config: ToyConfig, DMCConfig or CWConfig; gym: data comes
+    from Minari instead)."""
     return backend_module(env_id).collect(cfg, parse_env_id(env_id)[1], seed)
 
 
@@ -83,7 +87,8 @@ def rollout(spec: dict, policy: Callable, split: str, classes: Sequence[int], ep
 
 def reference_policy(spec: dict, kind: str, seed: int) -> Callable:
     """The env's expert (toy: its goal-seeking controller; DeepMind Control: the most trained behaviour snapshot;
-    CausalWorld: the expert the data was collected with), an upper reference, or uniform random actions (a lower one)."""
+    CausalWorld: the expert the data was collected with; gym: none), an upper reference, or uniform random actions
+    (a lower one)."""
     if kind not in ("expert", "random"):
         raise ValueError(f"unknown reference policy '{kind}': use expert or random")
     return backend_module(spec["env_id"]).reference_policy(spec, kind, seed)

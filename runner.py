@@ -70,7 +70,7 @@ PRESETS = {  # per benchmark: the defaults of every Args field left as None, and
                 fig5_ratios=(0.1, 1.0), fig5_seeds=(0, 1), splits=("train", "heldout"), eval_flags=(), ivae_flags=()),
     "dmc": dict(methods=METHODS, seeds=(0, 1, 2), steps=10000, episodes=30, ivae_steps=10000, fig5_ratios=(),
                 fig5_seeds=(), data_episodes=200, sac_steps=200_000, splits=("train",), ivae_flags=(),
-                eval_flags=("--eval-every", "0"), env={"MUJOCO_GL": "egl"}),
+                eval_flags=("--eval-every", "0")),
     "cw": dict(methods=METHODS, seeds=(0, 1, 2), steps=5000, episodes=10, ivae_steps=5000, fig5_ratios=(),
                fig5_seeds=(), data_episodes=600, act_eps=0.01, splits=("A", "B"),
                eval_flags=("--eval-every", "0", "--eval-episodes", "1"), ivae_flags=("--restarts", "2", "--no-compare"),

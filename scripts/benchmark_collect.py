@@ -21,7 +21,6 @@ import tyro
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-os.environ.setdefault("MUJOCO_GL", "egl")
 
 import collect_data  # noqa: E402
 import envs  # noqa: E402

@@ -11,7 +11,6 @@ bash scripts/setup.sh
 PY=.venv/bin/python
 DATA=${1:?usage: bash scripts/gpu_check_data.sh DATA_DIR [SAC_DIR]}
 SAC=${2:-runs/dmc_cartpole-swingup/sac}
-export MUJOCO_GL=${MUJOCO_GL:-egl}
 mkdir -p "$DATA"
 [ -f "$SAC/snapshots/step_200000.pt" ] || $PY train_behavior.py --env dmc:cartpole-swingup --out-dir "$SAC" \
   --total-steps 200000 --update-every 2 --resume

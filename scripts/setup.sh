@@ -1,34 +1,60 @@
 #!/usr/bin/env bash
 # Create .venv beside the scripts (once) and install the pinned requirements; re-installs only when the
-# requirement files change. Every other script in this folder calls it first, so a fresh clone just works.
-# WITH_RAY=1 also installs requirements-ray.txt (the runner's optional Ray backend).
+# requirement files (or the torch build) change. Every other script in this folder calls it first, so a fresh clone
+# just works. Environment variables (docs/install.md):
+#   PYTHON=python3.11      the interpreter that creates .venv (default python3); Python 3.11 only, checked first
+#   ANY_PYTHON=1           try another Python anyway (pybullet, which CausalWorld needs, then builds from source)
+#   TORCH=cpu | cu126 | …  the torch build: wheels from https://download.pytorch.org/whl/$TORCH
+#   TORCH_INDEX_URL=URL    the torch build from any other index (a mirror); default (neither set): the default
+#                          index, like every other package (PyPI: a CUDA build on Linux x86_64, CPU elsewhere)
+#   WITH_RAY=1             also requirements-ray.txt (the runner's optional Ray backend)
+#   WITH_MINARI=1          also requirements-minari.txt (Minari import/export, the gymnasium backend)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
-case "$($PY -c 'import sys; print("%d.%d" % sys.version_info[:2])')" in
-  3.11) ;;
-  *) echo "setup: warning: tested on Python 3.11 only (pybullet has no wheel for newer Pythons)" >&2 ;;
-esac
-[ -x .venv/bin/python ] || $PY -m venv .venv
+[ -x .venv/bin/python ] && PY=.venv/bin/python  # an existing .venv is checked, not the interpreter that would make one
+# The Python check comes before anything is created or downloaded.
+ver=$("$PY" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null) \
+  || { echo "setup: error: cannot run the Python interpreter '$PY' (set PYTHON=/path/to/python3.11)" >&2; exit 1; }
+if [ "$ver" != 3.11 ] && [ "${ANY_PYTHON:-0}" != 1 ]; then
+  echo "setup: error: Python $ver ($PY) is not supported: use 3.11 (PYTHON=/path/to/python3.11, and remove .venv if it was made with $ver), or ANY_PYTHON=1 to try anyway (docs/install.md)" >&2
+  exit 1
+fi
+[ "$ver" = 3.11 ] || echo "setup: warning: ANY_PYTHON=1 with Python $ver: pybullet builds from source (or fails), see docs/install.md" >&2
+if [ -n "${TORCH:-}" ] && [ -n "${TORCH_INDEX_URL:-}" ]; then
+  echo "setup: error: set TORCH or TORCH_INDEX_URL, not both" >&2; exit 1
+fi
+torch_index=${TORCH_INDEX_URL:-${TORCH:+https://download.pytorch.org/whl/$TORCH}}
+torch_pin=$(grep -E '^torch==' requirements.txt)
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+PIP=(.venv/bin/python -m pip install -q --disable-pip-version-check)
 stamp=.venv/.requirements.sha256
-want=$(cat requirements.txt requirements-lock.txt requirements-nodeps.txt | sha256sum | cut -d' ' -f1)
+want=$( (cat requirements.txt requirements-lock.txt requirements-nodeps.txt; echo "torch index: $torch_index") | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "setup: installing requirements into .venv (first run takes a couple of minutes)" >&2
-  .venv/bin/python -m pip install -q --disable-pip-version-check -r requirements.txt -c requirements-lock.txt
+  if [ -n "$torch_index" ]; then
+    # The chosen build first, alone (its +cpu / +cu126 label still satisfies the plain pin); its dependencies come
+    # from the default index with the rest, below.
+    "${PIP[@]}" --no-deps --force-reinstall --index-url "$torch_index" "$torch_pin"
+  fi
+  "${PIP[@]}" -r requirements.txt -c requirements-lock.txt
   # CausalWorld 1.2 pins pybullet==2.8.5 (no Python 3.11 wheel) and docs tools; it runs with the pybullet 3.2.7 and
   # gym 0.26.2 of requirements.txt, so it is installed without its declared dependencies (cw_env.py shims the rest).
-  .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps -r requirements-nodeps.txt
+  "${PIP[@]}" --no-deps -r requirements-nodeps.txt
   # pip check, minus the complaints about causal-world's own (deliberately unmet) pins
   problems=$(.venv/bin/python -m pip check 2>&1 | grep -Ev '^No broken requirements|^causal-world 1\.2 (requires (catkin-pkg|sphinx|sphinx-rtd-theme),|has requirement pybullet==2\.8\.5,)' || true)
   if [ -n "$problems" ]; then echo "$problems" >&2; exit 1; fi
   echo "$want" > "$stamp"
 fi
-if [ "${WITH_RAY:-0}" = 1 ]; then
-  ray_stamp=.venv/.requirements-ray.sha256
-  ray_want=$(cat requirements-ray.txt requirements-lock.txt | sha256sum | cut -d' ' -f1)
-  if [ "$(cat "$ray_stamp" 2>/dev/null)" != "$ray_want" ]; then
-    echo "setup: installing requirements-ray.txt into .venv" >&2
-    .venv/bin/python -m pip install -q --disable-pip-version-check -r requirements-ray.txt -c requirements-lock.txt
-    echo "$ray_want" > "$ray_stamp"
+# optional sets: WITH_<NAME>=1 installs requirements-<name>.txt (re-installed when it or the lock changes)
+for extra in ray minari; do
+  flag=WITH_$(echo "$extra" | tr a-z A-Z)
+  [ "${!flag:-0}" = 1 ] || continue
+  extra_stamp=.venv/.requirements-$extra.sha256
+  extra_want=$(cat "requirements-$extra.txt" requirements-lock.txt | sha256sum | cut -d' ' -f1)
+  if [ "$(cat "$extra_stamp" 2>/dev/null)" != "$extra_want" ]; then
+    echo "setup: installing requirements-$extra.txt into .venv" >&2
+    "${PIP[@]}" -r "requirements-$extra.txt" -c requirements-lock.txt
+    echo "$extra_want" > "$extra_stamp"
   fi
-fi
+done

@@ -13,11 +13,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 
-def run(*argv, ok=True, env=None, timeout=600):
-    """Run `python <argv>` from the repo root as a user would; with ok=True, fail the test on a non-zero exit
-    (showing its output). Returns the CompletedProcess (stdout, stderr as text)."""
+def run(*argv, ok=True, env=None, timeout=600, unset=()):
+    """Run `python <argv>` from the repo root as a user would (`env` added to the environment, the variables named in
+    `unset` removed); with ok=True, fail the test on a non-zero exit (showing its output). Returns the
+    CompletedProcess (stdout, stderr as text)."""
+    base = {k: v for k, v in os.environ.items() if k not in unset}
     proc = subprocess.run([sys.executable, *argv], cwd=ROOT, capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, **(env or {})})
+                          env={**base, **(env or {})})
     if ok:
         assert proc.returncode == 0, f"{argv} exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     return proc

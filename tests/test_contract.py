@@ -160,3 +160,14 @@ def test_cli_reports_one_line_error(tiny_dataset, tmp_path):
     assert proc.returncode != 0
     assert proc.stderr.strip() == f"error: {bad}: missing required key 'actions' (see docs/contract.md)"
     assert not (tmp_path / "run").exists()
+
+
+def test_aux_per_row_lets_c_vary_inside_an_episode(tiny_dataset, tmp_path):
+    """c is constant within an episode unless the metadata says aux_per_row (minari_import.py --aux kmeans:K)."""
+    arrays = raw(tiny_dataset)
+    arrays["aux"] = arrays["aux"].copy()
+    arrays["aux"][1] = 1 - arrays["aux"][1]
+    expect_error(write(tmp_path, arrays), "'aux' changes inside an episode")
+    meta = json.loads(str(arrays["metadata"]))
+    arrays["metadata"] = contract.dataset_arrays_from_meta({**meta, "aux_per_row": True})
+    assert contract.load_dataset(write(tmp_path, arrays, "per_row.npz"))["aux"][1] == arrays["aux"][1]

@@ -130,3 +130,23 @@ def test_evaluate_and_train_on_dmc(dmc_dataset, tmp_path):
     assert ref[0]["method"] == "reference_expert"
     with pytest.raises(ValueError, match="does not match"):
         evaluate.main(evaluate.Args(policy=f"{out}/policy.pt", env="dmc:walker-stand", episodes=1))
+
+
+NO_GL = """import sys
+import collect_data, dmc_env
+from dm_control import _render
+collect_data.main(collect_data.Args(env="dmc:cartpole-swingup", out=sys.argv[1], seed=1,
+                                    dmc=dmc_env.DMCConfig(random_policy=True, episodes=1, lockstep=1)))
+maps = open("/proc/self/maps").read()
+print("renderer", _render.BACKEND, "EGL", "libEGL" in maps, "OSMesa", "OSMesa" in maps)
+"""
+
+
+@pytest.mark.parametrize("mujoco_gl", [None, "disable"])
+def test_import_and_collect_without_gl(tmp_path, mujoco_gl):
+    """Headless by default: with MUJOCO_GL unset (or disable) dmc_env imports and collects, dm_control's renderer is
+    off and no EGL or OSMesa library is loaded."""
+    out = str(tmp_path / "d.npz")
+    proc = run("-c", NO_GL, out, unset=("MUJOCO_GL",), env={"MUJOCO_GL": mujoco_gl} if mujoco_gl else None)
+    assert "renderer off EGL False OSMesa False" in proc.stdout, proc.stdout
+    assert len(contract.load_dataset(out)["rewards"]) == 1000

@@ -1,0 +1,230 @@
+"""Minari import/export (minari_export.py, minari_import.py) and the gymnasium backend (gym_env.py).
+
+Every Minari dataset here is built locally in a temporary MINARI_DATASETS_PATH (never ~/.minari, never downloaded):
+the tiny toy dataset exported and imported back (lossless), and two small Pendulum-v1 datasets (scripted "expert"
+actions and uniform-random ones) imported with the expert + supplementary split, trained on and evaluated in the
+gymnasium env recovered from the dataset."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+import contract
+import envs
+from conftest import one_line_error, run
+
+minari = pytest.importorskip("minari")  # requirements-minari.txt (the test command installs it)
+gym = pytest.importorskip("gymnasium")
+
+EP_LEN = 50
+TINY = ["--total-steps", "50", "--hidden", "16", "--threads", "1", "--eval-episodes", "0"]
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory):
+    """MINARI_DATASETS_PATH for this module (also for in-process calls), restored afterwards."""
+    path = str(tmp_path_factory.mktemp("minari"))
+    old = os.environ.get("MINARI_DATASETS_PATH")
+    os.environ["MINARI_DATASETS_PATH"] = path
+    yield path
+    if old is None:
+        os.environ.pop("MINARI_DATASETS_PATH")
+    else:
+        os.environ["MINARI_DATASETS_PATH"] = old
+
+
+@pytest.fixture(scope="module")
+def pendulum(root):
+    """pendulum/expert-v0 (4 episodes of a scripted swing-up controller) and pendulum/random-v0 (6 of random torques),
+    50 steps each, made by scripts/pendulum_minari.py."""
+    run("scripts/pendulum_minari.py", "--root", root, "--expert-episodes", "4", "--random-episodes", "6",
+        "--episode-len", str(EP_LEN))
+    return minari.load_dataset("pendulum/expert-v0"), minari.load_dataset("pendulum/random-v0")
+
+
+def arrays_of(path):
+    with np.load(path) as z:
+        return {k: z[k] for k in z.files}
+
+
+def assert_same_file(a, b):
+    x, y = arrays_of(a), arrays_of(b)
+    assert sorted(x) == sorted(y)
+    for k in x:
+        assert x[k].dtype == y[k].dtype and x[k].shape == y[k].shape, k
+        assert np.array_equal(x[k], y[k]), k
+    assert str(x["metadata"]) == str(y["metadata"])
+
+
+def test_round_trip_npz_minari_npz_is_lossless(tiny_dataset, root, tmp_path):
+    run("minari_export.py", "--dataset", tiny_dataset, "--dataset-id", "oilca/tiny-v0")
+    back = str(tmp_path / "back.npz")
+    run("minari_import.py", "--datasets", "oilca/tiny-v0", "--out", back)
+    assert_same_file(tiny_dataset, back)
+    # what another library sees: the episodes, c / expert / u in the step infos, our metadata verbatim
+    ds = minari.load_dataset("oilca/tiny-v0")
+    data = contract.load_dataset(tiny_dataset)
+    ep = ds[0]
+    T = int((data["episode_ids"] == 0).sum())
+    assert ds.total_episodes == len(np.unique(data["episode_ids"])) and ds.total_steps == len(data["rewards"])
+    assert ep.observations.shape == (T + 1, 2) and len(ep.rewards) == T and ep.truncations[-1] and not ep.terminations.any()
+    assert len(ep.infos["c"]) == T + 1 and ep.infos["c"][1] == data["aux"][0]
+    assert np.array_equal(ep.infos["exogenous"][1:], data["exogenous"][:T])
+    assert json.loads(ds.storage.metadata["oilca_metadata"]) == data["metadata"]
+
+
+def test_round_trip_keeps_augmented_rows(tiny_dataset, root, tmp_path):
+    """augment.py's rows (single transitions outside any episode) survive as one-step Minari episodes."""
+    arrays = arrays_of(tiny_dataset)
+    N = len(arrays["rewards"])
+    src = np.flatnonzero(arrays["expert"])[:3]
+    new = {k: v[src].copy() for k, v in arrays.items() if k != "metadata"}
+    new.update(episode_ids=np.full(3, -1), rewards=np.zeros(3, np.float32), terminals=np.zeros(3, bool),
+               timeouts=np.zeros(3, bool), expert=np.ones(3, bool), augmented=np.ones(3, bool),
+               aug_source=src.astype(np.int64), aug_partner=np.arange(3, dtype=np.int64))
+    old = {**{k: v for k, v in arrays.items() if k != "metadata"}, "augmented": np.zeros(N, bool),
+           "aug_source": np.full(N, -1), "aug_partner": np.full(N, -1)}
+    aug = {k: np.concatenate([old[k], new[k]]).astype(old[k].dtype) for k in old}
+    aug["metadata"] = arrays["metadata"]
+    path = str(tmp_path / "aug.npz")
+    contract.validate_dataset(path, aug)
+    contract.save_npz(path, aug)
+    run("minari_export.py", "--dataset", path, "--dataset-id", "oilca/tiny-aug-v0")
+    assert minari.load_dataset("oilca/tiny-aug-v0").total_episodes == len(np.unique(arrays["episode_ids"])) + 3
+    run("minari_import.py", "--datasets", "oilca/tiny-aug-v0", "--out", str(tmp_path / "back.npz"))
+    assert_same_file(path, str(tmp_path / "back.npz"))
+
+
+def test_export_refuses_to_overwrite_and_bad_ids(tiny_dataset, root, tmp_path):
+    run("minari_export.py", "--dataset", tiny_dataset, "--dataset-id", "oilca/twice-v0")
+    proc = run("minari_export.py", "--dataset", tiny_dataset, "--dataset-id", "oilca/twice-v0", ok=False)
+    assert one_line_error(proc, "exists"), proc.stderr
+    run("minari_export.py", "--dataset", tiny_dataset, "--dataset-id", "oilca/twice-v0", "--force")
+    proc = run("minari_export.py", "--dataset", tiny_dataset, "--dataset-id", "no version", ok=False)
+    assert one_line_error(proc, "bad Minari dataset id"), proc.stderr
+    assert not [d for d in os.listdir(root) if d.startswith(".export-")]  # no temporary folder left behind
+
+
+def test_import_expert_plus_supplementary_then_train_and_evaluate(pendulum, root, tmp_path):
+    out = str(tmp_path / "pend.npz")
+    run("minari_import.py", "--datasets", "pendulum/expert-v0", "pendulum/random-v0", "--expert", "pendulum/expert-v0",
+        "--expert-episodes", "1", "--aux", "source", "--out", out)
+    data = contract.load_dataset(out)
+    meta = data["metadata"]
+    assert meta["env_id"] == "gym:Pendulum-v1" and meta["episode_len"] == EP_LEN and meta["n_classes"] == 2
+    assert (meta["obs_dim"], meta["act_dim"], meta["action_low"], meta["action_high"]) == (3, 1, [-2.0], [2.0])
+    assert len(data["rewards"]) == 10 * EP_LEN and data["timeouts"].sum() == 10 and not data["terminals"].any()
+    ep_expert = np.unique(data["episode_ids"][data["expert"]])
+    assert len(ep_expert) == 1 and (data["aux"][data["expert"]] == 0).all()  # one episode of the expert dataset
+    assert np.bincount(data["aux"]).tolist() == [4 * EP_LEN, 6 * EP_LEN]
+    ep = pendulum[0][0]  # the rows are the Minari episode's transitions
+    assert np.array_equal(data["observations"][:EP_LEN], ep.observations[:-1].astype(np.float32))
+    assert np.array_equal(data["next_observations"][:EP_LEN], ep.observations[1:].astype(np.float32))
+
+    # train on it (BC on D_E, DWBC on D_E ∪ D_U) and evaluate in the gymnasium env recovered from the dataset
+    run("train_bc.py", "--dataset", out, "--out-dir", str(tmp_path / "bc"), *TINY)
+    run("train_dwbc.py", "--dataset", out, "--out-dir", str(tmp_path / "dwbc"), *TINY,
+        "--final-eval", str(tmp_path / "dwbc" / "final_{split}.json"), "--final-eval-episodes", "2")
+    final = json.load(open(tmp_path / "dwbc" / "final_train.json"))
+    assert final["env"] == "gym:Pendulum-v1" and len(final["returns"]) == 2
+    proc = run("evaluate.py", "--policy", str(tmp_path / "bc" / "policy.pt"), "--episodes", "3",
+               "--out", str(tmp_path / "bc" / "eval_{split}.json"))
+    res = json.load(open(tmp_path / "bc" / "eval_train.json"))
+    assert res["env"] == "gym:Pendulum-v1" and len(res["returns"]) == 3 and res["episode_classes"] is None
+    assert all(-16.3 * EP_LEN <= r <= 0 for r in res["returns"])  # Pendulum's reward lies in [-16.27, 0]
+    assert "return" in proc.stdout
+
+
+def test_gym_rollout_matches_a_direct_gymnasium_run(pendulum, root, tmp_path):
+    """gym_env.rollout runs episode i from seed (s·1_000_003 + i) mod 2³¹ in the recorded env, batched."""
+    out = str(tmp_path / "p.npz")
+    run("minari_import.py", "--datasets", "pendulum/random-v0", "--expert", "top", "--out", out)
+    spec = envs.env_spec(contract.load_dataset(out)["metadata"])
+    policy = lambda obs: np.clip(-obs[:, 2:3], -2, 2)  # noqa: E731
+    res = envs.rollout(spec, policy, "train", [0], 3, seed=7)
+    env = gym.make("Pendulum-v1", max_episode_steps=EP_LEN)
+    for i in range(3):
+        obs, _ = env.reset(seed=7 * 1_000_003 + i)
+        total, done = 0.0, False
+        while not done:
+            obs, r, te, tr, _ = env.step(policy(obs[None].astype(np.float32))[0])
+            total, done = total + r, te or tr
+        assert res["returns"][i] == pytest.approx(total, rel=1e-5)
+
+
+def test_import_kmeans_labels_transitions(pendulum, root, tmp_path):
+    out = str(tmp_path / "km.npz")
+    run("minari_import.py", "--datasets", "pendulum/expert-v0", "pendulum/random-v0", "--expert", "pendulum/expert-v0",
+        "--aux", "kmeans:3", "--out", out)
+    data = contract.load_dataset(out)  # the contract accepts c that changes inside an episode: aux_per_row
+    meta = data["metadata"]
+    assert meta["aux_per_row"] and meta["n_classes"] == 3 and set(np.unique(data["aux"])) == {0, 1, 2}
+    assert np.array(meta["kmeans"]["centres"]).shape == (3, 3)
+    # c is the nearest centre of s' (in standardised units)
+    x = data["next_observations"]
+    z, zc = (x - x.mean(0)) / (x.std(0) + 1e-6), (np.array(meta["kmeans"]["centres"]) - x.mean(0)) / (x.std(0) + 1e-6)
+    assert (np.argmin(((z[:, None] - zc[None]) ** 2).sum(-1), 1) == data["aux"]).mean() > 0.99
+    again = str(tmp_path / "km2.npz")
+    run("minari_import.py", "--datasets", "pendulum/expert-v0", "pendulum/random-v0", "--expert", "pendulum/expert-v0",
+        "--aux", "kmeans:3", "--out", again)
+    assert_same_file(out, again)  # the same seed gives the same file
+    run("train_dwbc.py", "--dataset", out, "--out-dir", str(tmp_path / "dwbc"), *TINY)
+
+
+def test_import_top_split_and_episode_counts(pendulum, root, tmp_path):
+    out = str(tmp_path / "top.npz")
+    run("minari_import.py", "--datasets", "pendulum/expert-v0", "pendulum/random-v0", "--expert", "top",
+        "--positive-frac", "0.5", "--expert-prob", "1.0", "--episodes", "2", "3", "--out", out)
+    data = contract.load_dataset(out)
+    returns = data["episode_returns"][data["timeouts"]]
+    expert = data["expert"][data["timeouts"]]
+    assert len(returns) == 5 and expert.sum() == 2  # round(0.5 * 5) = 2 positives, all in D_E
+    assert set(returns[expert]) == set(np.sort(returns)[-2:])
+    assert [len(s["taken_episodes"]) for s in data["metadata"]["sources"]] == [2, 3]
+
+
+def test_exported_gym_data_keeps_its_env(pendulum, root, tmp_path):
+    out = str(tmp_path / "g.npz")
+    run("minari_import.py", "--datasets", "pendulum/expert-v0", "pendulum/random-v0", "--expert", "pendulum/expert-v0",
+        "--out", out)
+    run("minari_export.py", "--dataset", out, "--dataset-id", "oilca/pend-v0")
+    env = minari.load_dataset("oilca/pend-v0").recover_environment()
+    assert env.spec.id == "Pendulum-v1" and env.spec.max_episode_steps == EP_LEN
+    run("minari_import.py", "--datasets", "oilca/pend-v0", "--out", str(tmp_path / "g2.npz"))
+    assert_same_file(out, str(tmp_path / "g2.npz"))
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--datasets", "nowhere/missing-v0", "--expert", "top"], "not found"),
+    (["--datasets", "pendulum/expert-v0", "--expert", "top", "--aux", "kmeans:0"], "bad --aux"),
+    (["--datasets", "pendulum/expert-v0", "--expert", "top", "--aux", "kmeans:x"], "bad --aux"),
+    (["--datasets", "pendulum/expert-v0", "--expert", "top", "--aux", "clusters"], "bad --aux"),
+    (["--datasets", "pendulum/expert-v0", "pendulum/random-v0"], "missing --expert"),
+    (["--datasets", "pendulum/random-v0", "--expert", "pendulum/expert-v0"], "is not one of --datasets"),
+    (["--datasets", "pendulum/expert-v0", "--expert", "pendulum/expert-v0", "--expert-episodes", "9"], "--expert-episodes"),
+    (["--datasets", "pendulum/expert-v0", "--expert", "top", "--episodes", "1", "2"], "one count per dataset"),
+    (["--datasets", "pendulum/expert-v0", "--expert", "top", "--aux", "recorded"], "minari_export.py"),
+    (["--expert", "top"], "no --datasets"),
+])
+def test_import_bad_input_is_one_line(pendulum, root, tmp_path, argv, words):
+    out = str(tmp_path / "x.npz")
+    proc = run("minari_import.py", *argv, "--out", out, ok=False)
+    assert one_line_error(proc, words), proc.stderr
+    assert not os.path.exists(out)
+
+
+def test_import_never_overwrites_without_force(pendulum, root, tmp_path):
+    out = tmp_path / "x.npz"
+    out.write_bytes(b"keep")
+    proc = run("minari_import.py", "--datasets", "pendulum/random-v0", "--expert", "top", "--out", str(out), ok=False)
+    assert one_line_error(proc, "exists") and out.read_bytes() == b"keep"
+
+
+def test_gym_backend_ids_and_collection(tmp_path):
+    assert envs.parse_env_id("gym:Hopper-v5") == ("gym", "Hopper-v5")
+    proc = run("collect_data.py", "--env", "gym:Pendulum-v1", "--out", str(tmp_path / "x.npz"), ok=False)
+    assert one_line_error(proc, "minari_import.py"), proc.stderr
+    with pytest.raises(ValueError, match="no expert"):
+        envs.reference_policy({"env_id": "gym:Pendulum-v1", "action_low": [-2], "action_high": [2]}, "expert", 0)
