@@ -22,6 +22,8 @@ Outputs: --out, the augmented dataset: new rows have augmented=True, expert=True
          aug_source = index of the expert row, aug_partner = index of the D_U row (-1 in reconstruct mode);
          metadata["augmentation"] records the arguments and counts.
          --sampler-out, the sampler π̂_E as a policy artifact (evaluate.py can roll it out).
+Every flag is checked before any work; the sampler and the dataset are written at the end, after the augmented
+dataset has passed the contract's checks, and no output may be one of the inputs.
 """
 
 import sys
@@ -33,10 +35,14 @@ import numpy as np
 import torch
 import tyro
 
+import checks
 import contract
 import envs
 from ivae import load_ivae
 from policy import Actor, Normalizer, artifact, bc_loss
+
+
+MAX_RATIO = 100.0  # --ratio above this would multiply D_U a hundredfold: refused as a typo
 
 
 @dataclass
@@ -52,7 +58,7 @@ class Args:
     sampler_out: str = "runs/sampler/policy.pt"
     """output: the trained sampler policy π̂_E as a policy artifact (when --sampler is not given)"""
     ratio: float = 0.5
-    """|augmented D_E| / |D_U| (Fig. 5's x-axis)"""
+    """|augmented D_E| / |D_U| (Fig. 5's x-axis), in [0, 100]"""
     mode: Literal["counterfactual", "reconstruct"] = "counterfactual"
     """counterfactual: expert u with (s~, a~) from D_U (the paper); reconstruct: the authors' code path"""
     posterior: Literal["sample", "mean"] = "sample"
@@ -101,21 +107,27 @@ def sample_actions(actor: Actor, norm: Normalizer, obs: np.ndarray, gen: torch.G
     return (norm.low + (a + 1) / 2 * (norm.high - norm.low)).astype(np.float32)
 
 
+@contract.all_or_nothing  # a failed run writes nothing; SIGTERM cleans up as SIGINT does
 def main(args: Args) -> dict:
     t0 = time.time()
+    checks.fields(args, ratio=checks.Real(0, MAX_RATIO), seed=checks.SEED, sampler_steps=checks.COUNT,
+                  sampler_lr=checks.POSITIVE, batch_size=checks.COUNT, hidden=checks.COUNT, threads=checks.COUNT)
+    contract.check_paths({"--dataset": args.dataset, "--ivae": args.ivae, "--sampler": args.sampler},
+                         files={"--out": args.out, "--sampler-out": None if args.sampler else args.sampler_out})
     data = contract.load_dataset(args.dataset)
     if "augmented" in data and data["augmented"].any():
         raise ValueError(f"{args.dataset} is already augmented: augment the raw dataset")
     contract.require_expert(data, args.dataset)
     meta = data["metadata"]
     ivae = load_ivae(args.ivae, data, args.dataset)
-    if args.ratio < 0:
-        raise ValueError("--ratio must be >= 0")
     torch.set_num_threads(args.threads)
     exp_rows, unl_rows = np.flatnonzero(data["expert"]), np.flatnonzero(~data["expert"])
     if len(unl_rows) == 0 and args.mode == "counterfactual":
         raise ValueError(f"{args.dataset}: D_U is empty, nothing to pair the expert u with")
     n_aug = max(0, int(round(args.ratio * len(unl_rows))) - len(exp_rows))
+    for path in (args.out, None if args.sampler else args.sampler_out):
+        if path is not None:
+            contract.claim(path)  # a second writer to the same output is refused while this run goes on
 
     # 1. the sampler π̂_E (Alg. 1 line 5)
     sample_labels = args.label == "sample" or args.mode == "reconstruct"
@@ -130,7 +142,6 @@ def main(args: Args) -> dict:
         actor, norm, sampler_loss = train_sampler(data["observations"][exp_rows], data["actions"][exp_rows], meta, args)
         sampler_art = artifact(actor, norm, method="sampler_bc_exp", seed=args.seed, env=envs.env_spec(meta),
                                dataset_fingerprint=contract.fingerprint(data), dataset=args.dataset, train_args=asdict(args))
-        contract.save_policy(args.sampler_out, sampler_art)
     sampler_policy = contract.build_policy(sampler_art)  # the deterministic (mean) action, as saved
 
     # 2. counterfactual rows (Alg. 1 lines 6–9)
@@ -172,6 +183,8 @@ def main(args: Args) -> dict:
                                      "n_unlabelled_rows": int(len(unl_rows)), "sampler_bc_loss": sampler_loss}}
     arrays["metadata"] = contract.dataset_arrays_from_meta(meta)
     contract.validate_dataset(args.out, arrays)
+    if not args.sampler:  # the sampler is written with the dataset, once both are complete
+        contract.save_policy(args.sampler_out, sampler_art)
     contract.save_npz(args.out, arrays)
     print(f"wrote {args.out}: {N} collected rows + {n_aug} augmented ({args.mode}); augmented D_E / D_U = "
           f"{(len(exp_rows) + n_aug) / max(1, len(unl_rows)):.3f} ({time.time() - t0:.1f}s)")

@@ -20,6 +20,7 @@ Every backend, the paper's split: the top `positive_frac` (20%) episodes by retu
 Output: one `.npz` following docs/contract.md (observations, actions, next_observations, rewards, terminals,
 timeouts, episode_ids, aux, expert, episode_returns, exogenous, policy_ids, metadata). The same arguments
 and seed give the same file byte for byte. An existing output with the same arguments is kept (use --force).
+Every flag is checked before collecting; while it runs, --out is locked (a second collection to it is refused).
 """
 
 import json
@@ -31,11 +32,12 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import tyro
 
+import checks
 import contract
 import envs
 from cw_env import CWConfig
 from dmc_env import DMCConfig
-from toy_env import ToyConfig
+from toy_env import ToyConfig, check_recipe
 
 
 @dataclass
@@ -97,9 +99,32 @@ def backend_args(args: Args, backend: str) -> dict:
     return arg_dict
 
 
+def check_args(args: Args, backend: str) -> None:
+    """Every flag of this backend, and the output path, before anything is collected (one-line ValueError)."""
+    checks.fields(args, seed=checks.SEED, positive_frac=checks.Real(0, 1, low_open=True), expert_prob=checks.UNIT)
+    if backend == "toy":
+        check_recipe(args.toy)
+    elif backend == "dmc":
+        checks.fields(args.dmc, "--dmc.", episodes=checks.COUNT, n_classes=checks.COUNT, noise_seed=checks.SEED,
+                      noise_mean=checks.NON_NEGATIVE, noise_std_low=checks.NON_NEGATIVE,
+                      noise_std_high=checks.Real(max(0.0, args.dmc.noise_std_low)), lockstep=checks.COUNT)
+    else:
+        checks.fields(args.cw, "--cw.", episodes=checks.COUNT, n_classes=checks.COUNT, noise_levels=checks.NON_NEGATIVE,
+                      skip_frame=checks.COUNT, episode_len=checks.COUNT)
+    snapshots = {"dmc": {"--dmc.snapshots": list(args.dmc.snapshots)},
+                 "cw": {"--cw.snapshots": list(args.cw.snapshots), "--cw.expert-snapshot": args.cw.expert_snapshot}}
+    contract.check_paths(snapshots.get(backend, {}), files={"--out": args.out})
+
+
+@contract.all_or_nothing  # a failed run writes nothing; SIGTERM cleans up as SIGINT does
 def main(args: Args) -> dict:
-    backend, _ = envs.parse_env_id(args.env)
+    try:
+        backend, _ = envs.parse_env_id(args.env)
+    except ValueError as e:
+        raise ValueError(f"--env: {e}") from None
+    check_args(args, backend)
     arg_dict = backend_args(args, backend)
+    contract.claim(args.out)  # a second collection to the same --out is refused while this one runs
     if os.path.exists(args.out) and not args.force:
         old = contract.load_dataset(args.out)["metadata"]
         if old["collect_args"] == arg_dict:

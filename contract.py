@@ -2,19 +2,39 @@
 
 Every stage loads its inputs through `load_dataset` so a bad file stops the run with a one-line error that
 names the file and the problem (missing key, wrong shape or dtype, NaN, a transition across an episode
-boundary, dims that disagree with the metadata). Every write goes to a temporary file in the target folder
-that is then renamed over the destination, so a crash never leaves a half-written file behind.
+boundary, dims that disagree with the metadata). The loader reads the array headers of the `.npz` before any
+data, so a file whose members disagree with the schema is refused without inflating it.
+
+Writes (docs/contract.md, "Errors and guarantees"):
+* every file is written to a temporary file in the target folder (its name carries the writer's pid) that is then
+  renamed over the destination, so a crash never leaves a half-written file; the next write to the same target
+  removes the temporary files of writers that are gone;
+* `check_paths` refuses an output that resolves to an input (or to another output) and one that cannot be written;
+* `claim(path)` locks an output for the running stage (a second writer is refused with one line), and
+  `RunFolder(out_dir)` stages a trainer's results in a temporary sibling that replaces `out_dir` in one rename when
+  the run completes, so a folder never mixes the results of two runs;
+* `all_or_nothing`, the decorator of a stage's `main`, releases the claims and undoes the unfinished run folders
+  of a run that fails, and turns SIGTERM into KeyboardInterrupt (as SIGINT) while it runs, so both clean up.
 
 The schema is documented for humans in docs/contract.md; `DATASET_KEYS` below is the machine-readable copy.
 """
 
+import fnmatch
+import functools
 import hashlib
 import io
 import json
+import math
 import os
-import tempfile
+import pickle
+import re
+import secrets
+import shutil
+import signal
+import threading
+import time
 import zipfile
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
 import numpy as np
 
@@ -43,6 +63,13 @@ OPTIONAL_KEYS = {
 METADATA_FIELDS = ("schema_version", "env_id", "obs_dim", "act_dim", "action_low", "action_high",
                    "n_classes", "aux_meaning", "collect_args", "seed", "versions")
 _KINDS = {"float": np.floating, "bool": np.bool_, "int": np.integer}
+MAX_ABS = 1e9  # every float value of a dataset lies within ±MAX_ABS, so float32 mean/std stay finite
+MAX_METADATA_BYTES = 1 << 24  # the metadata JSON string
+MAX_INFLATION = 100  # declared (uncompressed) size / compressed size of a dataset's arrays; real data: ~1-5
+STALE_AGE_S = 3600  # a temporary file without a pid in its name (an older writer's) counts as stale after this
+# what a run folder may hold: an existing --out-dir with anything else is refused instead of replaced
+RUN_FOLDER_ENTRIES = ("policy.pt", "args.json", "progress*.csv", "tb", "ivae.pt", "latents.npz", "metrics.json",
+                      "fig3.png", "eval_*.json")
 
 
 class ContractError(ValueError):
@@ -50,22 +77,69 @@ class ContractError(ValueError):
 
 
 # ------------------------------------------------------------------------------------------ atomic writes
-def _atomic_write(path: str, write_fn) -> None:
-    """Call write_fn(file_object) on a temp file beside `path`, fsync, then rename it over `path`."""
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix="." + os.path.basename(path) + ".", suffix=".tmp")
+def _pid_alive(pid: int) -> bool:
     try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
+
+
+def _temp_name(path: str, suffix: str = "tmp") -> str:
+    """`.<name>.<pid>.<random>.<suffix>` beside `path`: the pid tells a later writer whether its owner is alive."""
+    folder, name = os.path.split(os.path.abspath(path))
+    return os.path.join(folder, f".{name}.{os.getpid()}.{secrets.token_hex(4)}.{suffix}")
+
+
+def clean_stale(path: str) -> list:
+    """Remove the temporary files and folders left beside `path` by writers that are gone (killed mid-write):
+    `.<name>.<pid>.<random>.tmp|old` whose pid is not alive, or, without a pid, older than an hour. Returns them."""
+    folder, name = os.path.split(os.path.abspath(path))
+    try:
+        entries = os.listdir(folder)
+    except OSError:
+        return []
+    removed = []
+    for entry in entries:
+        if not (entry.startswith(f".{name}.") and entry.rsplit(".", 1)[-1] in ("tmp", "old")):
+            continue
+        middle = entry[len(name) + 2:].rsplit(".", 1)[0]  # <pid>.<random>, or an older writer's 8 random chars
+        full = os.path.join(folder, entry)
+        with_pid, without = re.fullmatch(r"(\d+)\.[0-9a-f]{8}", middle), re.fullmatch(r"[a-z0-9_]{8}", middle)
+        try:
+            stale = (with_pid is not None and not _pid_alive(int(with_pid.group(1)))) or \
+                (without is not None and time.time() - os.lstat(full).st_mtime > STALE_AGE_S)
+            if stale:
+                shutil.rmtree(full) if os.path.isdir(full) and not os.path.islink(full) else os.remove(full)
+                removed.append(full)
+        except OSError:  # gone meanwhile, or not ours to remove
+            continue
+    return removed
+
+
+def _atomic_write(path: str, write_fn) -> None:
+    """Call write_fn(file_object) on a temp file beside `path`, fsync, then rename it over `path`. The temp files
+    of dead writers to the same path are removed first. An OSError becomes a one-line ContractError."""
+    folder = os.path.dirname(os.path.abspath(path))
+    tmp = None
+    try:
+        os.makedirs(folder, exist_ok=True)
+        clean_stale(path)
+        tmp = _temp_name(path)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # the umask applies, as for open()
         with os.fdopen(fd, "wb") as f:
             write_fn(f)
             f.flush()
             os.fsync(f.fileno())
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; give the file the usual permissions
         os.replace(tmp, path)
+    except OSError as e:
+        if tmp is not None and os.path.exists(tmp):
+            os.remove(tmp)
+        raise ContractError(f"{path}: cannot write ({e.strerror or e})") from None
     except BaseException:
-        if os.path.exists(tmp):
+        if tmp is not None and os.path.exists(tmp):
             os.remove(tmp)
         raise
 
@@ -131,66 +205,414 @@ def package_versions() -> Dict[str, str]:
     return out
 
 
+# ------------------------------------------------------------------------------------------ outputs
+def _real(path: str) -> str:
+    return os.path.realpath(os.path.abspath(path))
+
+
+def _inside(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+def _writable(flag: str, path: str, folder: bool) -> None:
+    """`path` can be created (or replaced) as a file, or as a folder with `folder`: one-line ValueError otherwise."""
+    what = "folder" if folder else "file"
+    if os.path.lexists(path):
+        if folder and not os.path.isdir(path):
+            raise ValueError(f"{flag} {path}: exists and is not a folder")
+        if not folder and os.path.isdir(path):
+            raise ValueError(f"{flag} {path}: is a folder; give a file path")
+    parent = os.path.dirname(os.path.abspath(path))
+    while not os.path.lexists(parent):  # the nearest existing ancestor must be a folder we may write in
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent):
+        raise ValueError(f"{flag} {path}: cannot create the {what}: {parent} is not a folder")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise ValueError(f"{flag} {path}: cannot create the {what}: {parent} is not writable")
+    if folder and os.path.isdir(path):
+        foreign = sorted(e for e in os.listdir(path) if not e.startswith(".")
+                         and not any(fnmatch.fnmatch(e, pat) for pat in RUN_FOLDER_ENTRIES))
+        if foreign:
+            raise ValueError(f"{flag} {path}: holds '{foreign[0]}', which is not a run output; a finished run replaces "
+                             f"the whole folder, so give a new or a run folder")
+
+
+def check_paths(inputs: Dict[str, Any], files: Optional[Dict[str, Any]] = None,
+                folders: Optional[Dict[str, Any]] = None) -> None:
+    """Refuse, with a one-line ValueError naming the flag, an output that would clobber one of the run's inputs or
+    another output, or that cannot be written. Each dict maps a flag (`--dataset`) to a path, a list of paths
+    (e.g. one per split or seed) or None (not given). `files` are output files; `folders` are output folders
+    (run folders: an input inside one, or foreign files in it, are refused too)."""
+    def items(d):
+        for flag, value in (d or {}).items():
+            for p in ([value] if isinstance(value, str) or value is None else value):
+                if p is not None:
+                    yield flag, p
+
+    ins = [(flag, p, _real(p)) for flag, p in items(inputs)]
+    outs = [(flag, p, _real(p), False) for flag, p in items(files)] + \
+           [(flag, p, _real(p), True) for flag, p in items(folders)]
+    for i, (flag, p, real, folder) in enumerate(outs):
+        for in_flag, in_p, in_real in ins:
+            if real == in_real or (folder and _inside(in_real, real)):
+                where = "is" if real == in_real else "contains"
+                raise ValueError(f"{flag} {p} {where} the input {in_flag} {in_p}: refusing to overwrite an input")
+        for other_flag, other_p, other_real, _ in outs[:i]:
+            if real == other_real:
+                raise ValueError(f"{flag} {p} is also {other_flag}: two outputs cannot share a path")
+        _writable(flag, p, folder)
+
+
+_HELD = threading.local()  # the claims and run folders of the stage running in this thread (all_or_nothing)
+
+
+def _held() -> list:
+    if not hasattr(_HELD, "stack"):
+        _HELD.stack = []
+    return _HELD.stack
+
+
+class Claim:
+    """An exclusive lock on an output for the running stage: `fcntl.flock` on `<path>.lock`, which holds the
+    owner's pid and is removed on release. A second writer is refused with a one-line ContractError."""
+
+    def __init__(self, path: str):
+        import fcntl
+
+        self.path, self.lock_path, self.fd = path, os.path.abspath(path) + ".lock", None
+        self.created = _makedirs(os.path.dirname(self.lock_path))
+        while self.fd is None:
+            try:
+                fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+            except OSError as e:
+                raise ContractError(f"{path}: cannot write ({e.strerror or e})") from None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                owner = os.read(fd, 32).decode(errors="replace").strip() or "?"
+                os.close(fd)
+                raise ContractError(f"{path}: another run (pid {owner}) is writing it; wait for it to end or choose "
+                                    f"another output (lock {self.lock_path})") from None
+            try:  # a releasing owner unlinks the lock file: ours must still be the one at lock_path
+                same = os.stat(self.lock_path).st_ino == os.fstat(fd).st_ino
+            except FileNotFoundError:
+                same = False
+            if not same:
+                os.close(fd)
+                continue
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{os.getpid()}\n".encode())
+            self.fd = fd
+        _held().append(self)
+
+    def release(self) -> None:
+        if self.fd is None:
+            return
+        try:
+            os.remove(self.lock_path)  # while still locked, so that no one locks a file about to vanish
+        except FileNotFoundError:
+            pass
+        os.close(self.fd)
+        self.fd = None
+        if self in _held():
+            _held().remove(self)
+
+    def abort(self) -> None:
+        self.release()
+        _remove_empty(self.created)
+
+
+def claim(path: str) -> Claim:
+    """Lock the output `path` until the stage ends (see Claim, all_or_nothing)."""
+    return Claim(path)
+
+
+def _makedirs(folder: str) -> list:
+    """os.makedirs, returning the folders it created (deepest last), so a failed run can remove them again."""
+    created, f = [], os.path.abspath(folder)
+    while not os.path.lexists(f):
+        created.append(f)
+        f = os.path.dirname(f)
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as e:
+        raise ContractError(f"{folder}: cannot create the folder ({e.strerror or e})") from None
+    return created[::-1]
+
+
+def _remove_empty(folders: list) -> None:
+    for f in reversed(folders):
+        try:
+            os.rmdir(f)
+        except OSError:
+            break
+
+
+class RunFolder:
+    """A trainer's output folder, all or nothing. `RunFolder(out_dir)` claims `out_dir` (Claim), removes what dead
+    runs left beside it, moves an existing `out_dir` (the previous run) aside to `.<name>.<pid>.<random>.old` and
+    creates `out_dir` afresh: the run's logs (progress.csv, tb/) grow there (`.path`). Its results (policy.pt,
+    args.json, …) are written to the temporary sibling `.staging` (`.<name>.<pid>.<random>.tmp`); `commit()` moves
+    the logs in beside them and renames the whole folder to `out_dir`, then removes the previous run. So `out_dir`
+    never holds the results of two runs, or some results of one: all of them or none. A run that fails or is
+    interrupted (SIGINT, SIGTERM) removes its folder and puts the previous run back (all_or_nothing); a SIGKILLed one
+    leaves its logs in `out_dir` without results, and the next run to `out_dir` removes what it left."""
+
+    def __init__(self, out_dir: str):
+        _writable("--out-dir", out_dir, folder=True)
+        self.final = os.path.abspath(out_dir)
+        self.claim = Claim(self.final)
+        _held().remove(self.claim)  # released by this folder
+        clean_stale(self.final)
+        self.old = self.staging = None
+        try:
+            if os.path.lexists(self.final):
+                self.old = _temp_name(self.final, "old")
+                os.rename(self.final, self.old)
+            os.mkdir(self.final)
+            self.staging = _temp_name(self.final)
+            os.mkdir(self.staging)
+        except OSError as e:
+            self._undo()
+            raise ContractError(f"{out_dir}: cannot create the run folder ({e.strerror or e})") from None
+        self.path = self.final
+        _held().append(self)
+
+    def commit(self) -> str:
+        """Move the logs beside the results and the whole folder into place; returns out_dir."""
+        try:
+            for entry in os.listdir(self.final):
+                if not os.path.lexists(os.path.join(self.staging, entry)):  # a result of the same name wins
+                    os.rename(os.path.join(self.final, entry), os.path.join(self.staging, entry))
+            shutil.rmtree(self.final)
+            os.rename(self.staging, self.final)
+        except OSError as e:
+            raise ContractError(f"{self.final}: cannot move the finished run into place ({e.strerror or e})") from None
+        self.staging = None
+        if self.old is not None:
+            shutil.rmtree(self.old, ignore_errors=True)
+            self.old = None
+        if self in _held():
+            _held().remove(self)
+        self.claim.release()
+        return self.final
+
+    def _undo(self) -> None:
+        if self.staging is not None:  # not committed: remove the unfinished run, put the previous one back
+            shutil.rmtree(self.staging, ignore_errors=True)
+            if os.path.isdir(self.final) and not os.path.islink(self.final):
+                shutil.rmtree(self.final, ignore_errors=True)
+            self.staging = None
+        if self.old is not None and not os.path.lexists(self.final):
+            os.rename(self.old, self.final)
+            self.old = None
+        self.claim.abort()
+
+    def abort(self) -> None:
+        if self in _held():
+            _held().remove(self)
+        self._undo()
+
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def all_or_nothing(main):
+    """Decorator of a stage's `main`: while it runs, SIGTERM raises KeyboardInterrupt as SIGINT does, and when it
+    ends with an exception (a refusal, a non-finite loss, an interrupt) every claim it holds is released and every
+    run folder it has not committed is removed, so a failed run writes nothing."""
+
+    @functools.wraps(main)
+    def wrapped(*args, **kwargs):
+        held, depth = _held(), len(_held())
+        in_main = threading.current_thread() is threading.main_thread()
+        previous = signal.signal(signal.SIGTERM, _raise_interrupt) if in_main else None
+        try:
+            return main(*args, **kwargs)
+        finally:  # what a returning main still holds are claims (released); a failing main's run folders are undone
+            while len(held) > depth:
+                held[-1].abort()
+            if in_main:
+                signal.signal(signal.SIGTERM, previous)
+
+    return wrapped
+
+
 # ------------------------------------------------------------------------------------------ loading
 def _fail(path: str, msg: str):
     raise ContractError(f"{path}: {msg}")
 
 
+def _array_headers(path: str, zf: zipfile.ZipFile) -> Dict[str, tuple]:
+    """{key: (shape, dtype, zip member)} of the schema's members, read from the `.npy` headers alone; a member
+    whose size in the zip header disagrees with its array header, or that holds objects, is refused here."""
+    known = set(DATASET_KEYS) | set(OPTIONAL_KEYS) | {"metadata"}
+    readers = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
+    headers = {}
+    for info in zf.infolist():
+        key = info.filename[:-4] if info.filename.endswith(".npy") else None
+        if key not in known:
+            continue  # not part of the schema: never read
+        with zf.open(info) as f:
+            version = np.lib.format.read_magic(f)
+            if version not in readers:
+                _fail(path, f"'{key}' has .npy format version {version}, expected 1.0 or 2.0")
+            shape, _, dtype = readers[version](f)
+            offset = f.tell()
+        if dtype.hasobject:
+            _fail(path, f"'{key}' holds Python objects (pickled data is never loaded)")
+        if info.file_size != offset + math.prod(shape) * dtype.itemsize:
+            _fail(path, f"'{key}': the zip header declares {info.file_size} bytes but the array header {shape} "
+                        f"{dtype} needs {offset + math.prod(shape) * dtype.itemsize}")
+        headers[key] = (shape, dtype, info)
+    return headers
+
+
 def _read_npz(path: str) -> Dict[str, np.ndarray]:
+    """The schema's arrays of a `.npz`, read only after every member's declared size has been checked: against its
+    own array header, the metadata's dims and the row count of 'observations' (memory stays bounded by what the
+    schema allows for that many rows)."""
     if not os.path.exists(path):
         _fail(path, "file not found")
+    if os.path.isdir(path):
+        _fail(path, "is a folder, not a .npz file")
     try:
-        with np.load(path, allow_pickle=False) as z:
-            return {k: z[k] for k in z.files}
-    except Exception as e:  # zipfile.BadZipFile, EOFError, CRC errors, pickled objects, …
+        with zipfile.ZipFile(path) as zf:
+            headers = _array_headers(path, zf)
+            if "metadata" not in headers:
+                _fail(path, "missing required key 'metadata' (a JSON string, see docs/contract.md)")
+            shape, dtype, info = headers["metadata"]
+            if shape != () or dtype.kind != "U" or info.file_size > MAX_METADATA_BYTES:
+                _fail(path, f"'metadata' must be a 0-d string of at most {MAX_METADATA_BYTES} bytes, found "
+                            f"{dtype} {shape} ({info.file_size} bytes)")
+            meta = _parse_metadata(path, {"metadata": np.lib.format.read_array(zf.open(info), allow_pickle=False)})
+            _check_declared(path, headers, meta)
+            return {k: np.lib.format.read_array(zf.open(info), allow_pickle=False) for k, (_, _, info) in headers.items()}
+    except ContractError:
+        raise
+    except Exception as e:  # zipfile.BadZipFile, EOFError, CRC errors, bad headers, …
         _fail(path, f"not a readable .npz file (truncated or corrupted?): {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+
+
+def _check_declared(path: str, headers: Dict[str, tuple], meta: Dict[str, Any]) -> None:
+    """Shapes and total size of the members, from their headers, before any of them is read."""
+    if "observations" not in headers:
+        _fail(path, "missing required key 'observations' (see docs/contract.md)")
+    shape = headers["observations"][0]
+    if len(shape) != 2:
+        _fail(path, f"'observations' has shape {shape}, expected (N, obs_dim)")
+    dims = {"N": shape[0], "obs": meta["obs_dim"], "act": meta["act_dim"], "u": meta.get("u_dim", 0)}
+    for key, (kind, spec) in {**DATASET_KEYS, **OPTIONAL_KEYS}.items():
+        if key in headers:
+            if key == "exogenous" and "u_dim" not in meta:
+                _fail(path, "'exogenous' is present but metadata has no 'u_dim'")
+            _check_shape(path, key, headers[key][0], spec, dims)
+    infos = [info for _, _, info in headers.values()]
+    declared, compressed = sum(i.file_size for i in infos), sum(i.compress_size for i in infos)
+    if declared > MAX_INFLATION * max(compressed, 1) + (1 << 20):
+        _fail(path, f"the arrays declare {declared} bytes for {compressed} compressed bytes (over {MAX_INFLATION}:1): "
+                    f"refusing to inflate a suspected zip bomb")
 
 
 def _parse_metadata(path: str, raw: Dict[str, np.ndarray]) -> Dict[str, Any]:
     if "metadata" not in raw:
         _fail(path, "missing required key 'metadata' (a JSON string, see docs/contract.md)")
+    if raw["metadata"].shape != () or raw["metadata"].dtype.kind != "U":
+        _fail(path, f"'metadata' must be a 0-d string, found {raw['metadata'].dtype} {raw['metadata'].shape}")
     try:
         meta = json.loads(str(raw["metadata"]))
-    except (json.JSONDecodeError, TypeError) as e:
-        _fail(path, f"'metadata' is not valid JSON ({e})")
+    except (json.JSONDecodeError, TypeError, RecursionError) as e:
+        _fail(path, f"'metadata' is not valid JSON ({str(e).splitlines()[0]})")
     if not isinstance(meta, dict):
         _fail(path, "'metadata' must be a JSON object")
     for field in METADATA_FIELDS:
         if field not in meta:
             _fail(path, f"metadata is missing field '{field}'")
-    if meta["schema_version"] != SCHEMA_VERSION:
+    if meta["schema_version"] != SCHEMA_VERSION or isinstance(meta["schema_version"], bool):
         _fail(path, f"schema_version {meta['schema_version']} is not the supported {SCHEMA_VERSION}")
+    for field in ("obs_dim", "act_dim", "n_classes") + (("u_dim",) if "u_dim" in meta else ()):
+        if not _is_int(meta[field]) or meta[field] < 1:
+            _fail(path, f"metadata '{field}' must be an integer >= 1, found {meta[field]!r}")
+    for field, kind in (("env_id", str), ("aux_meaning", str), ("collect_args", dict), ("versions", dict)):
+        if not isinstance(meta[field], kind):
+            _fail(path, f"metadata '{field}' must be a {'string' if kind is str else 'JSON object'}, found {meta[field]!r}"[:300])
+    if not _is_int(meta["seed"]):
+        _fail(path, f"metadata 'seed' must be an integer, found {meta['seed']!r}")
+    for field in ("action_low", "action_high"):
+        v = meta[field]
+        if not (isinstance(v, list) and len(v) == meta["act_dim"] and all(_is_number(x) and abs(x) <= MAX_ABS for x in v)):
+            _fail(path, f"metadata '{field}' must be a list of act_dim={meta['act_dim']} finite numbers, found {v!r}"[:300])
+    low, high = np.float32(meta["action_low"]), np.float32(meta["action_high"])  # as the normaliser holds them
+    narrow = np.flatnonzero(~(high > low))
+    if len(narrow):
+        i = narrow[0]
+        _fail(path, f"metadata action bounds of dim {i}: action_high {meta['action_high'][i]} must exceed "
+                    f"action_low {meta['action_low'][i]}")
+    import envs  # the env description must name an env this code can build (envs.check_spec)
+
+    try:
+        envs.check_spec(envs.env_spec(meta))
+    except (ValueError, TypeError, KeyError) as e:
+        _fail(path, f"metadata: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
     return meta
+
+
+def _is_int(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _is_number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _check_shape(path, key, shape, spec, dims) -> None:
+    expected = tuple(dims[d] if isinstance(d, str) else d for d in spec)
+    if tuple(shape) != expected:
+        names = "[" + ", ".join(f"{d}={dims[d]}" for d in spec) + "]"
+        _fail(path, f"'{key}' has shape {tuple(shape)}, expected {expected} {names}")
 
 
 def _check_array(path, key, arr, kind, shape, dims) -> np.ndarray:
     if not np.issubdtype(arr.dtype, _KINDS[kind]):
         _fail(path, f"'{key}' has dtype {arr.dtype}, expected {kind}")
-    expected = tuple(dims[d] if isinstance(d, str) else d for d in shape)
-    if arr.shape != expected:
-        names = "[" + ", ".join(f"{d}={dims[d]}" for d in shape) + "]"
-        _fail(path, f"'{key}' has shape {arr.shape}, expected {expected} {names}")
+    _check_shape(path, key, arr.shape, shape, dims)
     if kind == "float":
         arr = arr.astype(np.float32)
         bad = ~np.isfinite(arr)
         if bad.any():
             row = int(np.argwhere(bad)[0][0])
             _fail(path, f"'{key}' contains NaN or inf (first at row {row})")
+        big = np.abs(arr) > MAX_ABS
+        if big.any():
+            row = int(np.argwhere(big)[0][0])
+            _fail(path, f"'{key}' holds {arr[tuple(np.argwhere(big)[0])]:.3g} at row {row}: values must lie within "
+                        f"±{MAX_ABS:.0e} (normalisation statistics would overflow)")
     elif kind == "int":
         arr = arr.astype(np.int64)
     return arr
 
 
 def validate_dataset(path: str, raw: Dict[str, np.ndarray]) -> Dict[str, Any]:
-    """Check arrays against the contract; return {key: array (float32/int64/bool)} plus 'metadata': dict."""
+    """Check arrays against the contract; return {key: array (float32/int64/bool)} plus 'metadata': dict.
+    Any problem is a ContractError whose one-line message starts with `path`."""
+    try:
+        return _validate_dataset(path, raw)
+    except ContractError:
+        raise
+    except Exception as e:  # a malformed file the checks above did not foresee: still one line naming the file
+        _fail(path, f"malformed dataset ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})")
+
+
+def _validate_dataset(path: str, raw: Dict[str, np.ndarray]) -> Dict[str, Any]:
     meta = _parse_metadata(path, raw)
     for key in DATASET_KEYS:
         if key not in raw:
             _fail(path, f"missing required key '{key}' (see docs/contract.md)")
     if raw["observations"].ndim != 2:
         _fail(path, f"'observations' has shape {raw['observations'].shape}, expected (N, obs_dim)")
-    dims = {"N": raw["observations"].shape[0], "obs": int(meta["obs_dim"]), "act": int(meta["act_dim"]),
-            "u": int(meta.get("u_dim", 0))}
+    dims = {"N": raw["observations"].shape[0], "obs": meta["obs_dim"], "act": meta["act_dim"],
+            "u": meta.get("u_dim", 0)}
     if dims["N"] == 0:
         _fail(path, "dataset has no transitions")
     data: Dict[str, Any] = {}
@@ -203,8 +625,6 @@ def validate_dataset(path: str, raw: Dict[str, np.ndarray]) -> Dict[str, Any]:
     if aux.min() < 0 or aux.max() >= int(meta["n_classes"]):
         _fail(path, f"'aux' values must lie in [0, {meta['n_classes']}) (n_classes in metadata), found [{aux.min()}, {aux.max()}]")
     lo, hi = np.asarray(meta["action_low"], np.float32), np.asarray(meta["action_high"], np.float32)
-    if lo.shape != (dims["act"],) or hi.shape != (dims["act"],):
-        _fail(path, f"metadata action_low/action_high must have act_dim={dims['act']} entries")
     out = np.argwhere((data["actions"] < lo - 1e-5) | (data["actions"] > hi + 1e-5))
     if len(out):
         _fail(path, f"'actions' row {out[0][0]} lies outside the action bounds in metadata")
@@ -292,10 +712,16 @@ def load_checkpoint(path: str, kind: str, required=("config", "state_dict")) -> 
 
     if not os.path.exists(path):
         _fail(path, "file not found")
+    if os.path.isdir(path):
+        _fail(path, "is a folder, not a checkpoint file")
     try:
         ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError:
+        _fail(path, "not a readable checkpoint: it holds Python objects beyond tensors and primitives, which are never "
+                    "loaded (weights_only)")
     except Exception as e:
-        _fail(path, f"not a readable checkpoint (truncated or corrupted?): {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+        first = re.sub(r"\x1b\[[0-9;]*m", "", str(e).splitlines()[0] if str(e) else "")[:160]
+        _fail(path, f"not a readable checkpoint (truncated or corrupted?): {type(e).__name__}: {first}")
     if not isinstance(ckpt, dict) or ckpt.get("kind") != kind:
         found = ckpt.get("kind") if isinstance(ckpt, dict) else type(ckpt).__name__
         _fail(path, f"expected a '{kind}' checkpoint, found '{found}'")
@@ -338,24 +764,91 @@ POLICY_INFO = ("method", "seed", "env", "dataset_fingerprint")
 
 
 def save_policy(path: str, artifact: Dict[str, Any]) -> None:
-    """Save a policy artifact (see policy_artifact); it must name its method, seed, env and dataset."""
+    """Save a policy artifact (see policy_artifact); it must name its method, seed, env and dataset, and hold only
+    finite numbers (a diverged run is refused here with a one-line ValueError, and nothing is written)."""
     for key in POLICY_INFO:
         if key not in artifact:
             raise ValueError(f"policy artifact needs '{key}'")
+    problem = _policy_numbers(artifact)
+    if problem:
+        raise ValueError(f"{path}: not saved: {problem} (training diverged?)")
     save_torch(path, artifact)
 
 
+def _policy_numbers(art: Dict[str, Any]) -> Optional[str]:
+    """What is wrong with the numbers of a policy artifact (non-finite weights, std <= 0, high <= low), or None."""
+    import torch
+
+    for name, t in art["state_dict"].items():
+        if not isinstance(t, torch.Tensor) or not t.is_floating_point():
+            return f"weight '{name}' is not a float tensor"
+        if not bool(torch.isfinite(t).all()):
+            return f"weight '{name}' holds NaN or inf"
+    for key in ("obs_mean", "obs_std", "action_low", "action_high"):
+        v = art[key]
+        if not (isinstance(v, list) and all(_is_number(x) for x in v)):
+            return f"'{key}' must be a list of finite numbers"
+    if any(x <= 0 for x in art["obs_std"]):
+        return "'obs_std' must be positive"
+    if any(not hi > lo for lo, hi in zip(art["action_low"], art["action_high"])):
+        return "'action_high' must exceed 'action_low'"
+    return None
+
+
+def _policy_layers(art: Dict[str, Any]) -> list:
+    """The layers of an artifact as (name, in, out), checked to chain from obs_dim to act_dim and to match the
+    state_dict's keys and shapes (without building a network: checks draw no random numbers). ValueError if not."""
+    import torch
+
+    cfg = art["config"]
+    if not (isinstance(cfg, dict) and _is_int(cfg.get("obs_dim")) and _is_int(cfg.get("act_dim"))
+            and isinstance(cfg.get("layers"), list) and cfg["layers"]):
+        raise ValueError("'config' must hold integer obs_dim, act_dim and a non-empty list of layers")
+    layers, width = [], cfg["obs_dim"]
+    for layer in cfg["layers"]:
+        name, *sizes = str(layer).split(":")
+        if name not in POLICY_LAYERS or (name == "linear") != (len(sizes) == 2):
+            raise ValueError(f"unknown policy layer '{layer}' (linear:<in>:<out>, relu, tanh)")
+        if name == "linear" and not (all(s.isdigit() and 0 < int(s) <= 1 << 16 for s in sizes) and int(sizes[0]) == width):
+            raise ValueError(f"policy layer '{layer}' does not take the previous width {width}")
+        width = int(sizes[1]) if name == "linear" else width
+        layers.append((name, *(int(s) for s in sizes)))
+    if width != cfg["act_dim"] or not any(name == "linear" for name, *_ in layers):
+        raise ValueError(f"policy layers end at width {width}, not act_dim={cfg['act_dim']}")
+    expected = {}
+    for i, (name, *sizes) in enumerate(layers):
+        if name == "linear":
+            expected[f"{i}.weight"], expected[f"{i}.bias"] = (sizes[1], sizes[0]), (sizes[1],)
+    sd = art["state_dict"]
+    if not isinstance(sd, dict) or set(sd) != set(expected):
+        raise ValueError(f"'state_dict' keys {sorted(sd) if isinstance(sd, dict) else type(sd).__name__} do not "
+                         f"match the layers ({sorted(expected)})"[:300])
+    for key, shape in expected.items():
+        if not isinstance(sd[key], torch.Tensor) or tuple(sd[key].shape) != shape:
+            raise ValueError(f"'state_dict' entry '{key}' is not a tensor of shape {shape}")
+    return layers
+
+
 def load_policy(path: str) -> Dict[str, Any]:
-    """Load and check a policy artifact; returns the dict (see save_policy)."""
+    """Load and check a policy artifact; returns the dict (see save_policy). The layers must chain from obs_dim to
+    act_dim, the weights fit them and be finite, obs_std positive, and the action bounds finite with high > low."""
     art = load_checkpoint(path, "policy", required=("config", "state_dict", "obs_mean", "obs_std", "action_low",
                                                      "action_high") + POLICY_INFO)
+    try:
+        _policy_layers(art)
+    except ValueError as e:
+        _fail(path, str(e))
     cfg = art["config"]
     for key, n in (("obs_mean", cfg["obs_dim"]), ("obs_std", cfg["obs_dim"]), ("action_low", cfg["act_dim"]), ("action_high", cfg["act_dim"])):
-        if len(art[key]) != n:
-            _fail(path, f"policy '{key}' has {len(art[key])} entries, expected {n}")
-    for layer in cfg["layers"]:
-        if layer.split(":")[0] not in POLICY_LAYERS:
-            _fail(path, f"unknown policy layer '{layer}'")
+        if not isinstance(art[key], list) or len(art[key]) != n:
+            _fail(path, f"policy '{key}' has {len(art[key]) if isinstance(art[key], list) else 'no list of'} entries, expected {n}")
+    problem = _policy_numbers(art)
+    if problem:
+        _fail(path, problem)
+    if not isinstance(art["method"], str) or not art["method"] or not _is_int(art["seed"]):
+        _fail(path, f"policy 'method' must be a non-empty string and 'seed' an integer, found {art['method']!r}, {art['seed']!r}")
+    if art["env"] is not None and not (isinstance(art["env"], dict) and isinstance(art["env"].get("env_id"), str)):
+        _fail(path, "policy 'env' must be an env description with an env_id")
     return art
 
 

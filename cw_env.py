@@ -497,6 +497,23 @@ def collect(cfg: CWConfig, task: str, seed: int) -> dict:
             "behaviors": behaviors, "spec": spec, "rng": rng, "success": out["success"]}
 
 
+def check_spec(spec: dict) -> None:
+    """A CausalWorld env description must name a known task and hold its env_config (skip_frame, episode_len) and
+    the variable spaces A and B of the intervened features."""
+    task = spec["env_id"].partition(":")[2]
+    if task not in TASKS:
+        raise ValueError(f"unknown CausalWorld task '{spec['env_id']}' (tasks: {', '.join(TASKS)})")
+    cfg = spec.get("env_config")
+    if not isinstance(cfg, dict) or cfg.get("task") != task:
+        raise ValueError(f"{spec['env_id']}: the env description has no CausalWorld env_config for task {task} "
+                         f"(a behaviour snapshot records only env_id and dims: evaluate it with --env-dataset)")
+    for key in ("skip_frame", "episode_len"):
+        if isinstance(cfg.get(key), bool) or not isinstance(cfg.get(key), int) or cfg[key] < 1:
+            raise ValueError(f"{spec['env_id']}: env_config '{key}' must be an integer >= 1, found {cfg.get(key)!r}")
+    if not isinstance(spec.get("spaces"), dict):
+        raise ValueError(f"{spec['env_id']}: the env description has no variable 'spaces'")
+
+
 def _config(spec: dict) -> dict:
     cfg = spec.get("env_config") or {}
     if "task" not in cfg:

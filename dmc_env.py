@@ -74,6 +74,31 @@ def load_env(name: str, task_seed: int = 0):
     return suite.load(domain, task, task_kwargs={"random": task_seed})
 
 
+def check_spec(spec: dict) -> None:
+    """A DeepMind Control env description must name a task (dmc:<domain>-<task>, one of dm_control's suite when it
+    is installed) and hold the perturbation table of its classes ([C][act_dim] means and non-negative stds)."""
+    domain, task = split_name(spec["env_id"].partition(":")[2])
+    try:
+        from dm_control import suite
+    except ImportError:  # a machine without dm_control (e.g. training on a GPU, evaluating elsewhere)
+        suite = None
+    if suite is not None and (domain, task) not in suite.ALL_TASKS:
+        raise ValueError(f"unknown DeepMind Control task '{spec['env_id']}'")
+    table, act_dim = spec.get("class_table"), spec.get("act_dim")
+    if not isinstance(table, dict):
+        raise ValueError(f"{spec['env_id']}: the env description has no 'class_table' (a behaviour snapshot records "
+                         f"only env_id and dims: evaluate it with --env-dataset)")
+    for key in ("mean", "std"):
+        rows = table.get(key)
+        if not (isinstance(rows, list) and rows and all(isinstance(r, list) and len(r) == act_dim and all(
+                isinstance(x, (int, float)) and not isinstance(x, bool) and np.isfinite(x) and (key == "mean" or x >= 0)
+                for x in r) for r in rows)):
+            raise ValueError(f"{spec['env_id']}: class_table '{key}' must be [C][act_dim={act_dim}] finite numbers"
+                             + (" >= 0" if key == "std" else ""))
+    if isinstance(spec.get("n_classes"), int) and spec["n_classes"] > len(table["mean"]):
+        raise ValueError(f"{spec['env_id']}: n_classes {spec['n_classes']} exceeds the {len(table['mean'])} rows of class_table")
+
+
 def obs_layout(env) -> List[Tuple[str, int]]:
     return [(k, int(np.prod(v.shape))) for k, v in env.observation_spec().items()]
 

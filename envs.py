@@ -2,10 +2,11 @@
 
 An env id names a backend and a task: `toy` (toy_env.py, OILCA §5.1), `dmc:<domain>-<task>` (dmc_env.py, DeepMind
 Control, §5.2), `cw:<task>` (cw_env.py, CausalWorld, §5.3) or `gym:<EnvId>` (gym_env.py, the gymnasium env of a
-dataset imported from Minari by minari_import.py). Every backend module provides the same three functions:
+dataset imported from Minari by minari_import.py). Every backend module provides the same four functions:
 
     collect(cfg, name, seed)                         -> {"arrays", "returns", "classes", "policy_ids", "behaviors",
                                                          "spec", "rng"}   (collect_data.py adds the D_E split)
+    check_spec(spec)                                 -> None, or a one-line ValueError (an env it cannot build)
     rollout(spec, policy, split, classes, episodes, seed) -> {"returns" [E], "episode_classes" [E] or None,
                                                          "success" [E] (CausalWorld only)}
     reference_policy(spec, kind, seed)               -> obs [N, obs_dim] -> action [N, act_dim]  ("expert" or "random")
@@ -43,6 +44,14 @@ def backend_module(env_id: str):
     return importlib.import_module(BACKENDS[parse_env_id(env_id)[0]])
 
 
+def check_spec(spec: dict) -> None:
+    """A one-line ValueError unless `spec` describes an env its backend can build and roll out (each backend's
+    `check_spec`: the toy's env_config, DeepMind Control's task and perturbation table, CausalWorld's config)."""
+    if not isinstance(spec, dict) or not isinstance(spec.get("env_id"), str):
+        raise ValueError("the env description has no env_id")
+    backend_module(spec["env_id"]).check_spec(spec)
+
+
 def env_spec(meta: dict) -> dict:
     """The part of a dataset's metadata that describes the env (stored in every policy artifact)."""
     return {k: v for k, v in meta.items() if k not in DATASET_ONLY}
@@ -64,6 +73,11 @@ def default_splits(spec: dict) -> tuple:
 def split_classes(spec: dict, split: str, classes: Optional[Sequence[int]] = None) -> list:
     """The classes of c a split runs on ([] for a CausalWorld space, whose episodes draw their own variables)."""
     if classes:
+        known = {"toy": lambda: spec["env_n_classes"], "dmc": lambda: len(spec["class_table"]["mean"]),
+                 "cw": lambda: 0}[backend(spec)]()
+        bad = [c for c in classes if not 0 <= int(c) < known]
+        if bad:
+            raise ValueError(f"classes {bad} are outside the env's {known} classes of c")
         return [int(c) for c in classes]
     if backend(spec) == "cw":
         if split not in ("A", "B"):

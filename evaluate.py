@@ -19,7 +19,9 @@ policy.evaluate_and_save, the same code the trainers' `--final-eval` runs.
 
 Output JSON: method, seed (training seed), env, split, classes, returns (one per episode), episode_classes,
 mean_return, std_return, success / mean_success (CausalWorld), episodes, eval_seed, policy,
-dataset_fingerprint, args, train_args.
+dataset_fingerprint, args, train_args. A policy with non-finite numbers, an env record that cannot be rolled out
+(a behaviour snapshot: pass --env-dataset), rollouts that return NaN, or an --out that is an input are refused with
+one line naming the file or flag, and nothing is written.
 """
 
 import os
@@ -29,6 +31,7 @@ from typing import Literal, Optional, Tuple
 
 import tyro
 
+import checks
 import contract
 import envs
 import policy as policy_mod
@@ -61,7 +64,9 @@ class Args:
     (reference rows of the result table; needs --env-dataset)"""
 
 
+@contract.all_or_nothing  # a failed run writes nothing; SIGTERM cleans up as SIGINT does
 def main(args: Args) -> list:
+    checks.fields(args, episodes=checks.COUNT, seed=checks.SEED, classes=checks.COUNT0, method=checks.LABEL)
     if args.reference:
         if args.env_dataset is None:
             raise ValueError("--reference needs --env-dataset (the env to run the reference policy in)")
@@ -71,6 +76,11 @@ def main(args: Args) -> list:
     else:
         art = contract.load_policy(args.policy)
         spec = art["env"] if args.env_dataset is None else envs.env_spec(contract.load_dataset(args.env_dataset)["metadata"])
+        if args.env_dataset is None:  # a dataset's env was checked by load_dataset
+            try:
+                envs.check_spec(spec)
+            except (ValueError, KeyError, TypeError) as e:
+                raise contract.ContractError(f"{args.policy}: its env record cannot be rolled out: {e}") from None
         policy_mod.check_dims(args.policy, art, spec)
         info = policy_mod.artifact_info(art, args.policy)
         policy = contract.build_policy(art)
@@ -79,6 +89,11 @@ def main(args: Args) -> list:
     if args.method:
         info["method"] = args.method
     splits = args.space or args.split or envs.default_splits(spec)
+    for split in splits:
+        try:
+            envs.split_classes(spec, split, args.classes)
+        except ValueError as e:
+            raise ValueError(f"{'--classes' if args.classes else f'--split {split}'}: {e}") from None
     if len(splits) > 1 and args.out and "{split}" not in args.out:
         raise ValueError("with several splits, --out must contain {split}")
     if args.out:
@@ -87,6 +102,12 @@ def main(args: Args) -> list:
         out = f"eval_{info['method']}_{{split}}.json"
     else:
         out = os.path.join(os.path.dirname(args.policy), "eval_{split}.json")
+    names = [split if not args.classes else "classes_" + "_".join(map(str, args.classes)) for split in splits]
+    paths = [out.replace("{split}", name) for name in names]
+    contract.check_paths({"--policy": None if args.reference else args.policy, "--env-dataset": args.env_dataset},
+                         files={"--out": paths})
+    for path in dict.fromkeys(paths):
+        contract.claim(path)  # a second writer to the same result file is refused while this one runs
     return [policy_mod.evaluate_and_save(policy, info, spec, split, args.classes, args.episodes, args.seed, out, asdict(args))
             for split in splits]
 

@@ -10,7 +10,7 @@ Observations must be a flat Box and actions a bounded Box (`action_low`/`action_
 an evaluation with seed s resets with seed (s·1_000_003 + i) mod 2³¹; `lockstep` episodes step together so that the
 policy runs on one batch of observations per step.
 
-Backend of envs.py (`collect`, `rollout`, `reference_policy`, the interface shared with toy_env.py, dmc_env.py and
+Backend of envs.py (`check_spec`, `collect`, `rollout`, `reference_policy`, the interface shared with toy_env.py, dmc_env.py and
 cw_env.py). Needs requirements-minari.txt (`WITH_MINARI=1 bash scripts/setup.sh`).
 """
 
@@ -39,6 +39,26 @@ def make_env(spec: dict):
         return gym.make(EnvSpec.from_json(spec["gym_env_spec"])) if spec.get("gym_env_spec") else gym.make(name)
     except Exception as e:  # unregistered id, missing extra (mujoco, box2d), bad kwargs: one line
         raise ValueError(f"cannot make gymnasium env '{name}': {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+
+
+def check_spec(spec: dict) -> None:
+    """The recorded env must be describable without gymnasium (training needs no env; rollouts call make_env): a
+    non-empty env name, the recorded EnvSpec as JSON text (or none), and action bounds of act_dim numbers each."""
+    import json
+
+    if not spec["env_id"].partition(":")[2]:
+        raise ValueError("gym env id needs a name: gym:<EnvId>")
+    raw = spec.get("gym_env_spec")
+    if raw is not None:
+        try:
+            if not isinstance(json.loads(raw), dict):
+                raise ValueError
+        except (TypeError, ValueError):
+            raise ValueError("gym_env_spec must be the JSON text of a gymnasium EnvSpec (EnvSpec.to_json())")
+    n = spec.get("act_dim")
+    for key in ("action_low", "action_high"):
+        if not isinstance(spec.get(key), list) or len(spec[key]) != n:
+            raise ValueError(f"{key} must be a list of act_dim={n} numbers for a gym env")
 
 
 def collect(cfg, name: str, seed: int) -> dict:

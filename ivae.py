@@ -117,9 +117,18 @@ def load_ivae(path: str, data: dict, dataset_path: str) -> IVAE:
         raise contract.ContractError(f"{path}: this iVAE was fit on another dataset ({ckpt.get('dataset_path')}, "
                                      f"fingerprint {ckpt.get('dataset_fingerprint')}), not on {dataset_path} ({fp})")
     meta, cfg = data["metadata"], ckpt["config"]
+    if not isinstance(cfg, dict) or not all(k in cfg for k in ("obs_dim", "act_dim", "n_classes")):
+        raise contract.ContractError(f"{path}: iVAE 'config' lacks obs_dim, act_dim or n_classes")
     if (cfg["obs_dim"], cfg["act_dim"], cfg["n_classes"]) != (meta["obs_dim"], meta["act_dim"], meta["n_classes"]):
         raise contract.ContractError(f"{path}: iVAE dims (obs {cfg['obs_dim']}, act {cfg['act_dim']}, classes "
                                      f"{cfg['n_classes']}) do not match {dataset_path}")
-    model = IVAE(**cfg)
-    model.load_state_dict(ckpt["state_dict"])
+    try:
+        model = IVAE(**cfg)
+        model.load_state_dict(ckpt["state_dict"])
+    except (TypeError, ValueError, RuntimeError, KeyError, AttributeError) as e:
+        raise contract.ContractError(f"{path}: the iVAE config and weights do not fit "
+                                     f"({type(e).__name__}: {str(e).splitlines()[0][:200]})") from None
+    bad = [name for name, t in model.state_dict().items() if t.is_floating_point() and not bool(torch.isfinite(t).all())]
+    if bad:
+        raise contract.ContractError(f"{path}: iVAE weight '{bad[0]}' holds NaN or inf")
     return model.eval()

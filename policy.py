@@ -184,6 +184,10 @@ class Normalizer:
     def __init__(self, obs: np.ndarray, low, high):
         self.mean, self.std = obs.mean(0), obs.std(0) + 1e-3
         self.low, self.high = np.asarray(low, np.float32), np.asarray(high, np.float32)
+        if not (np.isfinite(self.mean).all() and np.isfinite(self.std).all()):  # the data contract bounds values
+            raise ValueError("observation mean/std are not finite: the observations are too large for float32")
+        if not (self.high > self.low).all():
+            raise ValueError(f"action bounds: high {self.high.tolist()} must exceed low {self.low.tolist()}")
 
     def obs(self, x: np.ndarray) -> np.ndarray:
         return ((x - self.mean) / self.std).astype(np.float32)
@@ -227,6 +231,9 @@ def evaluate_and_save(policy: Callable, info: dict, spec: dict, split: str, clas
     chosen = envs.split_classes(spec, split, classes)
     res = envs.rollout(spec, policy, split, chosen, episodes, seed)
     returns, ep_classes = np.asarray(res["returns"]), res["episode_classes"]
+    if not np.isfinite(returns).all() or (res.get("success") is not None and not np.isfinite(res["success"]).all()):
+        raise ValueError(f"{info.get('policy') or info['method']}: the rollouts on {split} returned NaN or inf; "
+                         f"no result written")
     split = split if not classes else "classes_" + "_".join(map(str, chosen))
     result = {"method": info["method"], "seed": info["seed"], "env": spec["env_id"], "split": split,
               "classes": chosen, "returns": returns.tolist(),
@@ -250,6 +257,17 @@ def artifact_info(art: dict, path: Optional[str]) -> dict:
     return {"method": art["method"], "seed": art["seed"], "dataset_fingerprint": art["dataset_fingerprint"],
             "policy": path, "train_args": art.get("train_args", {}),
             "augmented_de_over_du": art.get("augmented_de_over_du")}
+
+
+def final_eval_paths(out: Optional[str], spec: dict) -> list:
+    """The result files a trainer's `--final-eval OUT` will write on this env's splits (none without it); a
+    ValueError, before any training, when the env has several splits and OUT lacks `{split}`."""
+    if out is None:
+        return []
+    splits = envs.default_splits(spec)
+    if len(splits) > 1 and "{split}" not in out:
+        raise ValueError(f"--final-eval {out}: with several splits ({', '.join(splits)}) it must contain {{split}}")
+    return [out.replace("{split}", split) for split in splits]
 
 
 def final_eval(path: str, spec: dict, episodes: int, out: str, seed: int = EVAL_SEED) -> list:

@@ -15,8 +15,9 @@ Usage: python report.py --results results/toy      writes table.md, fig4.png, fi
        python report.py --results results/toy --doc docs/toy.md
                                                    also puts the table between `<!-- report: results/toy -->` and
                                                    `<!-- /report -->` in docs/toy.md.
-Bad input (no result JSON, a file that is not valid JSON or not a valid result, two files for the same method,
-seed and split, a doc without the markers) stops with one line on stderr, before anything is written.
+Bad input (no result JSON, a file that is not valid JSON or not a valid result, a NaN or infinite number in one,
+two files for the same method, seed and split, a doc without the markers, an output that cannot be written) stops
+with one line on stderr naming the file, before anything is written.
 """
 
 import glob
@@ -51,6 +52,14 @@ class ReportError(ValueError):
     """Bad input; the message is one line that names the folder or file and the problem."""
 
 
+class NonFinite(Exception):
+    """A NaN or Infinity token in a result JSON."""
+
+
+def _refuse_constant(name: str):
+    raise NonFinite(name)
+
+
 @dataclass
 class Args:
     results: str = "results/toy"
@@ -82,6 +91,9 @@ def check_row(path: str, r: dict) -> None:
         raise ReportError(f"{path}: 'returns' must be a non-empty list of finite numbers")
     if r.get("success") is not None and not _numbers(r["success"]):
         raise ReportError(f"{path}: 'success' must be a non-empty list of finite numbers (or absent)")
+    for key in ("mean_return", "std_return", "mean_success"):
+        if key in r and r[key] is not None and not _numbers([r[key]]):
+            raise ReportError(f"{path}: '{key}' must be a finite number, got {r[key]!r}")
     x = r.get("augmented_de_over_du")
     if x is not None and (not isinstance(x, (int, float)) or isinstance(x, bool) or not math.isfinite(x)):
         raise ReportError(f"{path}: 'augmented_de_over_du' must be a finite number (or absent)")
@@ -96,7 +108,9 @@ def load_results(folder: str) -> list:
     for path in sorted(glob.glob(os.path.join(folder, "*.json"))):
         try:
             with open(path) as f:
-                r = json.load(f)
+                r = json.load(f, parse_constant=_refuse_constant)
+        except NonFinite as e:
+            raise ReportError(f"{path}: holds the non-finite number {e} (a diverged policy?); results must be finite") from None
         except json.JSONDecodeError as e:
             raise ReportError(f"{path}: not valid JSON ({e.msg} at line {e.lineno}, column {e.colno})") from None
         except (OSError, UnicodeDecodeError) as e:
@@ -412,10 +426,14 @@ def fig5(rows: list, path: str) -> bool:
 
 
 # ------------------------------------------------------------------------------------------------- main
+@contract.all_or_nothing  # a failed run writes nothing; SIGTERM cleans up as SIGINT does
 def main(args: Args) -> str:
     rows = load_results(args.results)
     md = report_markdown(rows)
     docs = prepare_docs(args.doc, args.results, md)  # every check before the first write
+    outputs = [os.path.join(args.results, name) for name in ("table.md", "fig4.png", "fig5.png")]
+    contract.check_paths({}, files={"--results": outputs, "--doc": list(args.doc)})
+    contract.claim(outputs[0])  # a second report into the same folder is refused while this one runs
     contract.save_text(os.path.join(args.results, "table.md"), md + "\n")
     fig4(rows, os.path.join(args.results, "fig4.png"))
     has5 = fig5(rows, os.path.join(args.results, "fig5.png"))

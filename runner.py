@@ -18,8 +18,8 @@ results/<slug>/<method>_s<seed>_<split>.json, results/<slug>/{table.md,fig4.png,
 slug = toy, dmc_<task> or cw_<task>.
 
 Skip rule: after a job succeeds its record stores its argv, a digest of its code (the stage script and every repo
-module it imports) and the sha256 of each input file (with size and mtime, so an unchanged file is not hashed
-again). A job is up to date iff every output exists and the record's argv, code and input digests match; otherwise
+module it imports) and the sha256 of each input and output file (with size and mtime, so an unchanged file is not
+hashed again). A job is up to date iff the record's argv, code, input and output digests match; otherwise
 it runs, and so does everything downstream of it. --force runs everything. The stages that keep their own
 same-argument outputs (collect_data.py, train_ivae.py) get --force: the record decides.
 
@@ -58,6 +58,7 @@ from typing import Dict, List, Literal, Optional, Tuple
 
 import tyro
 
+import checks
 import contract
 import envs
 
@@ -161,6 +162,18 @@ def resolve(args: Args) -> Tuple[Args, dict]:
     for key, value in preset.items():
         if getattr(args, key, 0) is None:
             setattr(args, key, value)
+    try:
+        checks.fields(args, seeds=checks.SEED, steps=checks.COUNT, episodes=checks.COUNT, ivae_steps=checks.COUNT,
+                      ratio=checks.Real(0, 100), fig5_ratios=checks.Real(0, 100), fig5_seeds=checks.SEED,
+                      data_episodes=checks.COUNT, sac_steps=checks.COUNT, act_eps=checks.OPEN_UNIT, jobs=checks.COUNT,
+                      threads=checks.COUNT, gpus=checks.NON_NEGATIVE)
+        for name in ("collect_flags", "ivae_flags", "train_flags"):
+            try:
+                shlex.split(getattr(args, name))
+            except ValueError as e:
+                raise ValueError(f"--{name.replace('_', '-')}: {e}") from None
+    except ValueError as e:
+        raise SystemExit(f"error: {e}")
     if args.threads is None:  # --jobs processes at a time share the cores
         args.threads = max(1, cpu_cores() // max(1, args.jobs))
     args.methods = tuple(m for name in args.methods for m in (BASELINES if name == "baselines" else (name,)))
@@ -316,12 +329,15 @@ def up_to_date(job: Job) -> bool:
             rec = json.load(f)
     except (OSError, ValueError):
         return False
+    outputs = rec.get("outputs")
     if rec.get("argv") != job.argv or set(rec.get("inputs", {})) != set(job.inputs) or \
+            not isinstance(outputs, dict) or set(outputs) != set(job.outputs) or \
             not all(map(exists, job.outputs + job.inputs)) or rec.get("code") != code_digest(job):
         return False
     same = lambda i, old: (os.path.getsize(os.path.join(REPO, i)), os.stat(os.path.join(REPO, i)).st_mtime_ns) == \
         (old["size"], old["mtime_ns"]) or file_state(i)["sha256"] == old["sha256"]  # hash only a touched file
-    return all(same(i, rec["inputs"][i]) for i in job.inputs)
+    # the kept outputs are checked too: a truncated or replaced output is not up to date
+    return all(same(i, rec["inputs"][i]) for i in job.inputs) and all(same(o, outputs[o]) for o in job.outputs)
 
 
 def plan(jobs: List[Job], force: bool) -> Dict[str, str]:
@@ -358,7 +374,7 @@ def execute(job: Job, env: dict) -> dict:
                 print(f"runner: exit {rc}", file=log)
         if rc == 0:
             rec = {"argv": job.argv, "code": code, "inputs": {i: file_state(i) for i in job.inputs},
-                   "outputs": job.outputs,
+                   "outputs": {o: file_state(o) for o in job.outputs},
                    "seconds": round(time.time() - start, 2),
                    "finished": datetime.datetime.now().isoformat(timespec="seconds")}
             contract.save_text(at(job.record), json.dumps(rec, indent=1) + "\n")
@@ -515,4 +531,7 @@ def main(args: Args) -> dict:
 
 
 if __name__ == "__main__":
-    sys.exit(0 if main(tyro.cli(Args))["ok"] else 1)
+    try:
+        sys.exit(0 if main(tyro.cli(Args))["ok"] else 1)
+    except ValueError as e:  # contract.ContractError included
+        sys.exit(f"error: {e}")

@@ -31,8 +31,7 @@ Run `python toy_env.py` to print the class table and a rollout summary, `--plot-
 """
 
 import json
-import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Callable, Optional, Sequence, Tuple
 
 import numpy as np
@@ -211,6 +210,33 @@ class ToyCausalNav:
         return s_next.copy(), r, False, truncated, {"u": u[0], "c": self._c}
 
 
+def check_config(cfg: ToyEnvConfig, prefix: str = "--toy.env.") -> None:
+    """One-line ValueError naming the first field of an env config that cannot build an env."""
+    import checks
+
+    checks.fields(cfg, prefix, seed=checks.SEED, alpha=checks.Real(), sigma2_low=checks.POSITIVE,
+                  sigma2_high=checks.Real(cfg.sigma2_low if isinstance(cfg.sigma2_low, (int, float)) else 0),
+                  box=checks.POSITIVE, step_size=checks.POSITIVE, twist=checks.Real(), noise_scale=checks.NON_NEGATIVE,
+                  leaky_slope=checks.POSITIVE, episode_len=checks.COUNT)
+
+
+def check_spec(spec: dict) -> None:
+    """The toy env a dataset (or a policy) records must rebuild: env_config holds ToyEnvConfig's fields with valid
+    values, and env_n_classes covers the classes of the data and the held-out ones."""
+    cfg, n_env = spec.get("env_config"), spec.get("env_n_classes")
+    names = {f.name for f in fields(ToyEnvConfig)}
+    if not isinstance(cfg, dict) or set(cfg) - names:
+        raise ValueError(f"toy env_config must be an object with the fields of ToyEnvConfig ({', '.join(sorted(names))})")
+    check_config(ToyEnvConfig(**cfg), "env_config.")
+    if isinstance(n_env, bool) or not isinstance(n_env, int) or n_env < 1:
+        raise ValueError(f"toy env_n_classes must be an integer >= 1, found {n_env!r}")
+    n_data, held = spec.get("n_classes"), spec.get("heldout_classes", [])
+    if isinstance(n_data, int) and n_data > n_env:
+        raise ValueError(f"n_classes {n_data} exceeds the env's env_n_classes {n_env}")
+    if not isinstance(held, list) or not all(isinstance(c, int) and not isinstance(c, bool) and 0 <= c < n_env for c in held):
+        raise ValueError(f"heldout_classes must be a list of classes in [0, {n_env}), found {held!r}")
+
+
 # ------------------------------------------------------------------------------------------ backend (envs.py interface)
 @dataclass
 class ToyConfig:
@@ -229,6 +255,19 @@ class ToyConfig:
     """parameters of the env (its seed fixes the dynamics, shared by every dataset seed)"""
 
 
+def check_recipe(cfg: ToyConfig) -> None:
+    """One-line ValueError naming the first bad `--toy.*` flag (collect_data.py checks them before collecting)."""
+    import checks
+
+    checks.fields(cfg, "--toy.", n_classes=checks.COUNT, heldout_classes=checks.COUNT0,
+                  episodes_per_class=checks.COUNT, noise_levels=checks.NON_NEGATIVE)
+    if not cfg.noise_levels and not cfg.random_policy:
+        raise ValueError("--toy.noise-levels is empty and --toy.no-random-policy is set: no behaviour policy")
+    if cfg.n_classes * cfg.episodes_per_class * cfg.env.episode_len > 10**8:
+        raise ValueError("--toy.n-classes × --toy.episodes-per-class × --toy.env.episode-len exceeds 1e8 transitions")
+    check_config(cfg.env)
+
+
 def behavior_table(cfg: ToyConfig) -> list:
     table = [{"name": "goal_seeking", "noise_std": float(s), "label": f"goal+N(0,{s}²)"} for s in cfg.noise_levels]
     if cfg.random_policy:
@@ -244,8 +283,7 @@ def collect(cfg: ToyConfig, name: str, seed: int) -> dict:
     `noise_levels[i]`, and uniform random actions). Returns the arrays (without the D_E split) and the env spec."""
     if name:
         raise ValueError(f"the toy env has no task name (got 'toy:{name}')")
-    if cfg.n_classes < 1 or cfg.episodes_per_class < 1 or cfg.heldout_classes < 0:
-        raise ValueError("need --toy.n-classes >= 1, --toy.episodes-per-class >= 1, --toy.heldout-classes >= 0")
+    check_recipe(cfg)
     rng = np.random.default_rng(seed)
     env = ToyCausalNav(cfg.n_classes + cfg.heldout_classes, cfg.env)
     behaviors = behavior_table(cfg)
@@ -345,6 +383,12 @@ class Args:
 
 
 def main(args: Args) -> dict:
+    import checks
+    import contract
+
+    checks.fields(args, n_classes=checks.COUNT, episodes=checks.COUNT, seed=checks.SEED)
+    check_config(args.env, "--env.")
+    contract.check_paths({}, files={"--plot-path": args.plot_path})
     env = ToyCausalNav(args.n_classes, args.env)
     print(json.dumps({"target": env.target.round(3).tolist(), "gamma": env.gamma.tolist(),
                       "u_mean": env.u_mean.round(3).tolist(), "u_var": env.u_var.round(3).tolist()}))
@@ -377,12 +421,15 @@ def main(args: Args) -> dict:
         ax.scatter(*env.target, marker="*", s=200, color="k", label="target")
         B = env.config.box
         ax.set_xlim(-B, B), ax.set_ylim(-B, B), ax.set_aspect("equal"), ax.legend(fontsize=7)
-        tmp = args.plot_path + ".tmp.png"
-        fig.savefig(tmp, dpi=100)
-        os.replace(tmp, args.plot_path)
+        contract.save_figure(args.plot_path, fig)
         plt.close(fig)
     return {"goal_seeking_return": summary}
 
 
 if __name__ == "__main__":
-    main(tyro.cli(Args))
+    import sys
+
+    try:
+        main(tyro.cli(Args))
+    except ValueError as e:  # contract.ContractError included
+        sys.exit(f"error: {e}")

@@ -10,7 +10,8 @@ Input:  a dataset `.npz` (docs/contract.md). With `--data expert` the rows with 
         collected row.
 Output (in --out-dir): policy.pt (policy artifact, docs/contract.md), progress.csv (step, loss, eval return; a row
         per evaluation, written as the run goes), args.json, and with --tensorboard event files in tb/. The
-        deterministic action is the tanh of the mean.
+        deterministic action is the tanh of the mean. policy.pt and args.json are staged beside --out-dir and moved in
+        together when the run completes (contract.RunFolder); a run whose loss turns NaN or inf stops and writes nothing.
 
 Seeds side by side: `--seeds 0 1 2 3 4` trains one independent replica per seed in this process, the R actors
 stacked into one batched network (policy.stack_replicas). Replica k is initialised as `--seed k` alone is, draws its
@@ -28,10 +29,11 @@ import numpy as np
 import torch
 import tyro
 
+import checks
 import contract
 import envs
-from policy import (Actor, Normalizer, artifact, bc_loss, cpu_threads, final_eval, in_training_eval, load_replica,
-                    minibatch_generator, replica_args, stack_replicas)
+from policy import (Actor, Normalizer, artifact, bc_loss, cpu_threads, final_eval, final_eval_paths, in_training_eval,
+                    load_replica, minibatch_generator, replica_args, stack_replicas)
 from progress import Progress
 
 
@@ -94,10 +96,15 @@ def draw(rng: np.random.Generator, gen: Optional[torch.Generator], n: int, batch
     return torch.randint(0, n, (batch,), generator=gen, device=device)
 
 
+@contract.all_or_nothing  # a failed run writes nothing; SIGTERM cleans up as SIGINT does
 def main(args: Args) -> dict:
+    checks.trainer(args)
     runs = replica_args(args)  # one Args per seed, as `--seed k` alone would have them
     data = contract.load_dataset(args.dataset)
     meta = data["metadata"]
+    spec = envs.env_spec(meta)
+    contract.check_paths({"--dataset": args.dataset}, folders={"--out-dir": [a.out_dir for a in runs]},
+                         files={"--final-eval": [p for a in runs for p in final_eval_paths(a.final_eval, spec)]})
     aug = data["augmented"] if "augmented" in data else np.zeros(len(data["rewards"]), bool)
     if args.data == "expert":
         contract.require_expert(data, args.dataset)
@@ -111,7 +118,6 @@ def main(args: Args) -> dict:
 
     norm = Normalizer(obs, meta["action_low"], meta["action_high"])
     obs_t, act_t = torch.as_tensor(norm.obs(obs), device=device), torch.as_tensor(norm.act(act), device=device)
-    spec = envs.env_spec(meta)
     print(f"{method}: cloning {rows.sum()} rows of {args.dataset} ({contract.describe(data)})"
           + (f", seeds {[a.seed for a in runs]} side by side" if len(runs) > 1 else ""))
 
@@ -122,11 +128,12 @@ def main(args: Args) -> dict:
     def is_eval_step(step: int) -> bool:
         return bool(args.eval_every and step % args.eval_every == 0) or step == args.total_steps
 
-    def finish(actor: Actor, a: Args) -> None:
-        contract.save_policy(os.path.join(a.out_dir, "policy.pt"), artifact(
+    def finish(actor: Actor, a: Args, run: contract.RunFolder) -> None:
+        contract.save_policy(os.path.join(run.staging, "policy.pt"), artifact(
             actor, norm, method=method, seed=a.seed, env=spec, dataset_fingerprint=contract.fingerprint(data),
             dataset=a.dataset, train_args=asdict(a)))
-        contract.save_json(os.path.join(a.out_dir, "args.json"), asdict(a))
+        contract.save_json(os.path.join(run.staging, "args.json"), asdict(a))
+        run.commit()  # policy.pt and args.json appear in --out-dir together, beside the run's progress.csv
         if a.final_eval:
             final_eval(os.path.join(a.out_dir, "policy.pt"), spec, a.final_eval_episodes, a.final_eval)
 
@@ -135,7 +142,7 @@ def main(args: Args) -> dict:
         actor = new_actor(a.seed).to(device)
         rng, gen = np.random.default_rng(a.seed), minibatch_generator(a.seed, device)
         opt = torch.optim.Adam(actor.parameters(), lr=args.lr, weight_decay=args.weight_decay)
-        os.makedirs(a.out_dir, exist_ok=True)
+        run = contract.RunFolder(a.out_dir)  # a fresh --out-dir for the logs; the results are staged beside it
         prog = Progress(method, args.total_steps, a.out_dir, tensorboard=args.tensorboard)
         log, trace = [], []
         for step in range(1, args.total_steps + 1):
@@ -149,12 +156,13 @@ def main(args: Args) -> dict:
             if is_eval_step(step):
                 ret = in_training_eval(actor, norm, spec, args.eval_episodes, args.eval_seed)
                 log.append({"step": step, "loss": loss.item(), "eval_return": ret})
+                checks.finite_losses(log[-1], step, method)
                 prog.log(log[-1])
                 prog.update(step, {"loss": log[-1]["loss"], "eval_return": ret}, force=True)
             else:
                 prog.update(step, lambda: {"loss": loss.item()})
         prog.close()
-        finish(actor.cpu(), a)
+        finish(actor.cpu(), a, run)
         return {"method": method, "log": log, "loss_trace": [float(x) for x in trace]}
 
     # several seeds: R replicas side by side, each with its own initialisation, minibatches and Adam moments
@@ -164,6 +172,7 @@ def main(args: Args) -> dict:
     rngs = [np.random.default_rng(a.seed) for a in runs]
     gens = [minibatch_generator(a.seed, device) for a in runs]
     line = Progress(f"{method} x{len(runs)}", args.total_steps)  # one line for the process: means over replicas
+    folders = [contract.RunFolder(a.out_dir) for a in runs]
     progs = [Progress(method, args.total_steps, a.out_dir, tensorboard=args.tensorboard) for a in runs]
     logs, trace = [[] for _ in runs], []
     for step in range(1, args.total_steps + 1):
@@ -179,6 +188,7 @@ def main(args: Args) -> dict:
                     for k, m in enumerate(actors)]
             for k, (loss_k, ret) in enumerate(zip(losses.tolist(), rets)):
                 logs[k].append({"step": step, "loss": loss_k, "eval_return": ret})
+                checks.finite_losses(logs[k][-1], step, f"{method} (seed {runs[k].seed})")
                 progs[k].log(logs[k][-1])
             line.update(step, {"loss": float(np.mean([log[-1]["loss"] for log in logs])), "eval_return": float(np.mean(rets))},
                         force=True)
@@ -187,7 +197,7 @@ def main(args: Args) -> dict:
     trace = torch.stack(trace).T.tolist() if trace else [[] for _ in runs]
     for k, a in enumerate(runs):
         progs[k].close()
-        finish(load_replica(actors[k], stacked, k), a)
+        finish(load_replica(actors[k], stacked, k), a, folders[k])
     return {"method": method, "runs": [{"seed": a.seed, "log": logs[k], "loss_trace": trace[k]} for k, a in enumerate(runs)]}
 
 

@@ -33,6 +33,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 import tyro
 
+import checks
 import contract
 import envs
 from progress import Progress
@@ -185,7 +186,17 @@ def plot_returns(path: str, rows: list, title: str) -> None:
     plt.close(fig)
 
 
+@contract.all_or_nothing  # a refusal or an interrupt releases --out-dir; SIGTERM cleans up as SIGINT does
 def main(args: Args) -> dict:
+    checks.trainer(args, learning_starts=checks.COUNT0, update_every=checks.COUNT, buffer_size=checks.COUNT,
+                   gamma=checks.Real(0, 1, high_open=True), tau=checks.Real(0, 1, low_open=True),
+                   policy_frequency=checks.COUNT, eval_every=checks.COUNT, eval_episodes=checks.COUNT,
+                   checkpoint_every=checks.COUNT0, snapshot_steps=checks.COUNT)  # later steps: for a --resume
+    try:
+        envs.parse_env_id(args.env)
+    except ValueError as e:
+        raise ValueError(f"--env: {e}") from None
+    contract.claim(args.out_dir)  # one run per folder at a time (the folder is resumable, so it is not rebuilt)
     os.makedirs(os.path.join(args.out_dir, "snapshots"), exist_ok=True)
     torch.set_num_threads(args.threads or len(os.sched_getaffinity(0)))
     device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")

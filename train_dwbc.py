@@ -16,7 +16,9 @@ the collected non-expert rows. Batches of `batch_size` from each side. Observati
 mean/std of all training rows (+1e-3).
 
 Output (in --out-dir): policy.pt (policy artifact, docs/contract.md), progress.csv (losses, d on both sides, eval
-return; a row per evaluation, written as the run goes), args.json, and with --tensorboard event files in tb/.
+return; a row per evaluation, written as the run goes), args.json, and with --tensorboard event files in tb/. policy.pt
+and args.json are staged beside --out-dir and moved in together when the run completes (contract.RunFolder); a run
+whose losses turn NaN or inf stops and writes nothing.
 
 Seeds side by side: `--seeds 0 1 2 3 4` trains one independent replica per seed in this process, the R actors and
 the R discriminators each stacked into one batched network (policy.stack_replicas). Replica k is initialised as
@@ -36,10 +38,11 @@ import torch
 import torch.nn as nn
 import tyro
 
+import checks
 import contract
 import envs
-from policy import (Actor, Normalizer, artifact, cpu_threads, final_eval, in_training_eval, load_replica,
-                    minibatch_generator, replica_args, stack_replicas)
+from policy import (Actor, Normalizer, artifact, cpu_threads, final_eval, final_eval_paths, in_training_eval,
+                    load_replica, minibatch_generator, replica_args, stack_replicas)
 from progress import Progress
 
 LOG_PI_MIN, LOG_PI_MAX, D_MIN, D_MAX = -20.0, 10.0, 0.1, 0.9
@@ -144,11 +147,16 @@ def policy_loss(log_pi_e, log_pi_u, d_e, d_u, alpha: float, eta):
             + (nll_u * (1 / (1 - d_u) - 1)).mean(-1))
 
 
+@contract.all_or_nothing  # a failed run writes nothing; SIGTERM cleans up as SIGINT does
 def main(args: Args) -> dict:
+    checks.trainer(args, alpha=checks.Real(1), eta=checks.OPEN_UNIT, d_update_every=checks.COUNT, aug_frac=checks.UNIT)
     runs = replica_args(args)  # one Args per seed, as `--seed k` alone would have them
     data = contract.load_dataset(args.dataset)
     contract.require_expert(data, args.dataset)
     meta = data["metadata"]
+    spec = envs.env_spec(meta)
+    contract.check_paths({"--dataset": args.dataset}, folders={"--out-dir": [a.out_dir for a in runs]},
+                         files={"--final-eval": [p for a in runs for p in final_eval_paths(a.final_eval, spec)]})
     aug = data["augmented"] if "augmented" in data else np.zeros(len(data["rewards"]), bool)
     method = args.method or ("oilca" if aug.any() else "dwbc")
     if args.alpha < 1 + args.eta / (D_MIN * (1 - D_MIN)):
@@ -200,16 +208,16 @@ def main(args: Args) -> dict:
     def is_eval_step(step: int) -> bool:
         return bool(args.eval_every and step % args.eval_every == 0) or step == args.total_steps
 
-    def finish(actor: Actor, a: Args) -> None:
-        contract.save_policy(os.path.join(a.out_dir, "policy.pt"), artifact(
+    def finish(actor: Actor, a: Args, run: contract.RunFolder) -> None:
+        contract.save_policy(os.path.join(run.staging, "policy.pt"), artifact(
             actor, norm, method=method, seed=a.seed, env=spec, dataset_fingerprint=contract.fingerprint(data),
             dataset=a.dataset, train_args=asdict(a),
             augmented_de_over_du=(len(exp_rows) + len(aug_rows)) / len(unl_rows)))
-        contract.save_json(os.path.join(a.out_dir, "args.json"), asdict(a))
+        contract.save_json(os.path.join(run.staging, "args.json"), asdict(a))
+        run.commit()  # policy.pt and args.json appear in --out-dir together, beside the run's progress.csv
         if a.final_eval:
             final_eval(os.path.join(a.out_dir, "policy.pt"), spec, a.final_eval_episodes, a.final_eval)
 
-    spec = envs.env_spec(meta)
     print(f"{method}: D_E {len(exp_rows)} collected + {len(aug_rows)} augmented rows, D_U {len(unl_rows)} rows ({args.dataset})"
           + (f", seeds {[a.seed for a in runs]} side by side" if len(runs) > 1 else ""))
 
@@ -220,6 +228,7 @@ def main(args: Args) -> dict:
         actor_opt = torch.optim.Adam(actor.parameters(), lr=args.actor_lr, weight_decay=args.actor_weight_decay)
         disc_opt = torch.optim.Adam(disc.parameters(), lr=args.disc_lr)
         eta = 0.3 if args.adaptive_eta else args.eta
+        run = contract.RunFolder(a.out_dir)  # a fresh --out-dir for the logs; the results are staged beside it
         prog = Progress(method, args.total_steps, a.out_dir, tensorboard=args.tensorboard)
         log, trace = [], {"policy_loss": [], "d_loss": []}
         for step in range(1, args.total_steps + 1):
@@ -249,12 +258,13 @@ def main(args: Args) -> dict:
                 row = {"step": step, "policy_loss": p_loss.item(), "d_loss": discriminator_loss(d_e, d_u, eta, args.pu).item(),
                        "d_expert": d_e.mean().item(), "d_unlabelled": d_u.mean().item(), "eta": float(eta), "eval_return": ret}
                 log.append(row)
+                checks.finite_losses(row, step, method)
                 prog.log(row)
                 prog.update(step, {k: v for k, v in row.items() if k != "step"}, force=True)
             else:
                 prog.update(step, lambda: {"policy_loss": p_loss.item()})
         prog.close()
-        finish(actor.cpu(), a)
+        finish(actor.cpu(), a, run)
         return {"method": method, "log": log, "loss_trace": {k: [float(x) for x in v] for k, v in trace.items()}}
 
     # several seeds: R replicas side by side, each with its own initialisation, minibatches, Adam moments and η
@@ -267,6 +277,7 @@ def main(args: Args) -> dict:
     R = len(runs)
     eta = torch.full((R,), 0.3, device=device) if args.adaptive_eta else args.eta  # [R] or a float
     line = Progress(f"{method} x{R}", args.total_steps)  # one line for the process: means over replicas
+    folders = [contract.RunFolder(a.out_dir) for a in runs]
     progs = [Progress(method, args.total_steps, a.out_dir, tensorboard=args.tensorboard) for a in runs]
     logs, trace = [[] for _ in runs], {"policy_loss": [], "d_loss": []}
     for step in range(1, args.total_steps + 1):
@@ -297,6 +308,7 @@ def main(args: Args) -> dict:
                     "eta": eta.tolist() if args.adaptive_eta else [eta] * R, "eval_return": rets}
             for k in range(R):
                 logs[k].append({"step": step, **{name: col[k] for name, col in cols.items()}})
+                checks.finite_losses(logs[k][-1], step, f"{method} (seed {runs[k].seed})")
                 progs[k].log(logs[k][-1])
             line.update(step, {name: float(np.mean(col)) for name, col in cols.items()}, force=True)
         else:
@@ -304,7 +316,7 @@ def main(args: Args) -> dict:
     traces = {name: (torch.stack(v).T.tolist() if v else [[] for _ in runs]) for name, v in trace.items()}
     for k, a in enumerate(runs):
         progs[k].close()
-        finish(load_replica(nets[k][0], actor, k), a)
+        finish(load_replica(nets[k][0], actor, k), a, folders[k])
     return {"method": method, "runs": [{"seed": a.seed, "log": logs[k], "loss_trace": {name: t[k] for name, t in traces.items()}}
                                        for k, a in enumerate(runs)]}
 

@@ -25,6 +25,8 @@ Output (in --out-dir):
                      fit, a row per --log-every steps, written as it goes; progress_<prior>.csv: the --compare fit
     tb/<prior>/      TensorBoard event files of those rows and of the progress lines (with --tensorboard)
     args.json
+The results are staged beside --out-dir and moved in together when the fit completes (contract.RunFolder). A re-run
+with the same arguments on the same data keeps them, after checking that ivae.pt loads and was fit on this dataset.
 Progress: a line at most every ~10 s (step, steps/s, ETA, the last batch's ELBO and KL), besides the --log-every lines.
 MCC = mean absolute Pearson correlation between true and inferred latent dims after the best one-to-one
 matching (Hungarian), computed on the posterior means, as in the iVAE literature.
@@ -34,6 +36,7 @@ import json
 import os
 import sys
 import time
+import zipfile
 from dataclasses import asdict, dataclass
 from typing import Literal, Optional
 
@@ -42,8 +45,9 @@ import torch
 import tyro
 from scipy.optimize import linear_sum_assignment
 
+import checks
 import contract
-from ivae import IVAE
+from ivae import IVAE, load_ivae
 from progress import Progress
 
 
@@ -171,6 +175,7 @@ def fit(args: Args, prior: str, data: dict, tensors, device, csv_name: str = "pr
         if step % args.log_every == 0 or step == args.total_steps:
             e, ll, k = torch.stack(running).cpu().double().numpy().mean(0)
             running, rate = [], step / (time.time() - t0)
+            checks.finite_losses({"elbo": float(e), "log_lik": float(ll), "kl": float(k)}, step, f"iVAE ({prior})")
             prog.log({"step": step, "elbo": float(e), "log_lik": float(ll), "kl": float(k)})  # progress.csv, flushed
             print(f"[{prior}, {E} restarts] step {step}/{args.total_steps}  elbo {e:.3f}  log_lik {ll:.3f}  "
                   f"kl {k:.3f}  {rate:.0f} steps/s  eta {(args.total_steps - step) / rate:.0f}s", flush=True)
@@ -179,6 +184,7 @@ def fit(args: Args, prior: str, data: dict, tensors, device, csv_name: str = "pr
     model.eval()
     result = evaluate_model(model, tensors, seed=args.seed)
     best = int(np.argmax(result["elbo"]))  # model selection by ELBO only, never by MCC
+    checks.finite_losses({"elbo": float(result["elbo"][best])}, args.total_steps, f"iVAE ({prior}), best restart")
     history = [{"restart": k, "elbo": float(result["elbo"][k]), "log_lik": float(result["log_lik"][k]),
                 "kl": float(result["kl"][k])} for k in range(E)]
     if "exogenous" in data:
@@ -223,19 +229,46 @@ def draw_fig3(path: str, data: dict, panels: list, n_plot: int, seed: int) -> No
     plt.close(fig)
 
 
+def kept_fit(args: Args, arg_dict: dict, data: dict) -> Optional[dict]:
+    """The metrics of the fit --out-dir already holds, if it is this very fit: metrics.json with these arguments
+    and this dataset's fingerprint, and the artifacts themselves intact (ivae.pt loads, was fit on this dataset
+    with these arguments; latents.npz has a row per transition). None, with the reason printed, otherwise."""
+    metrics_path, ckpt_path = (os.path.join(args.out_dir, f) for f in ("metrics.json", "ivae.pt"))
+    if not os.path.exists(metrics_path):
+        return None
+    try:
+        with open(metrics_path) as f:
+            old = json.load(f)
+        if not (isinstance(old, dict) and old.get("args") == arg_dict
+                and old.get("dataset_fingerprint") == contract.fingerprint(data)):
+            return None  # another fit: replaced
+        load_ivae(ckpt_path, data, args.dataset)
+        if contract.load_checkpoint(ckpt_path, "ivae").get("args") != arg_dict:
+            raise contract.ContractError(f"{ckpt_path}: fit with other arguments than metrics.json records")
+        with np.load(os.path.join(args.out_dir, "latents.npz")) as z:
+            if z["u_mean"].shape[0] != len(data["aux"]):
+                raise contract.ContractError("latents.npz: not a row per transition")
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as e:
+        print(f"{args.out_dir}: the kept fit is damaged ({str(e).splitlines()[0]}): re-fitting")
+        return None
+    return old
+
+
+@contract.all_or_nothing  # a failed run writes nothing; SIGTERM cleans up as SIGINT does
 def main(args: Args) -> dict:
+    checks.trainer(args, restarts=checks.COUNT, log_every=checks.COUNT, n_plot=checks.COUNT,
+                   latent_dim=checks.COUNT, decoder_var=checks.POSITIVE)
     data = contract.load_dataset(args.dataset)
+    contract.check_paths({"--dataset": args.dataset}, folders={"--out-dir": args.out_dir})
     keep = ~data["augmented"] if "augmented" in data else np.ones(len(data["rewards"]), bool)
     data = {k: (v[keep] if isinstance(v, np.ndarray) else v) for k, v in data.items()}
     arg_dict = {k: v for k, v in asdict(args).items()
                 if k not in ("force", "log_every", "threads", "cuda", "tensorboard")}  # those leave the fit unchanged
-    metrics_path = os.path.join(args.out_dir, "metrics.json")
-    if os.path.exists(metrics_path) and not args.force:
-        with open(metrics_path) as f:
-            old = json.load(f)
-        if old.get("args") == arg_dict and old.get("dataset_fingerprint") == contract.fingerprint(data):
-            print(f"{args.out_dir} already holds this fit: kept (use --force to re-fit)")
-            return old
+    old = None if args.force else kept_fit(args, arg_dict, data)
+    if old is not None:
+        print(f"{args.out_dir} already holds this fit: kept (use --force to re-fit)")
+        return old
+    run = contract.RunFolder(args.out_dir)  # a fresh --out-dir for the logs; the results are staged beside it
     torch.set_num_threads(args.threads or len(os.sched_getaffinity(0)))
     device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
     tensors = [torch.as_tensor(data[k], device=device) for k in ("observations", "actions", "next_observations")]
@@ -248,10 +281,9 @@ def main(args: Args) -> dict:
         fits[other] = fit(args, other, data, tensors, device, f"progress_{other}.csv")
     main_fit = fits[args.prior]
 
-    os.makedirs(args.out_dir, exist_ok=True)
     fp = contract.fingerprint(data)
     model = main_fit["model"]
-    contract.save_torch(os.path.join(args.out_dir, "ivae.pt"), {
+    contract.save_torch(os.path.join(run.staging, "ivae.pt"), {
         "kind": "ivae", "config": model.config, "state_dict": {k: v.cpu() for k, v in model.state_dict().items()},
         "args": arg_dict, "dataset_fingerprint": fp, "dataset_path": args.dataset, "elbo": main_fit["elbo"]})
     latents = {"u_mean": main_fit["u_mean"], "u_logvar": main_fit["u_logvar"], "aux": data["aux"],
@@ -260,7 +292,7 @@ def main(args: Args) -> dict:
         latents["exogenous"] = data["exogenous"]
     if args.compare:
         latents["u_mean_ablation"] = fits[other]["u_mean"]
-    contract.save_npz(os.path.join(args.out_dir, "latents.npz"), latents)
+    contract.save_npz(os.path.join(run.staging, "latents.npz"), latents)
 
     metrics = {"args": arg_dict, "dataset": args.dataset, "dataset_fingerprint": fp, "n_transitions": len(data["aux"]),
                "n_classes": data["metadata"]["n_classes"]}
@@ -273,9 +305,10 @@ def main(args: Args) -> dict:
         for name in fits:
             label = "iVAE posterior (prior p(u|c))" if name == "conditional" else "no-c posterior (prior N(0,I))"
             panels.append((f"{label}, MCC {fits[name]['mcc']:.2f}", fits[name]["u_mean"]))
-        draw_fig3(os.path.join(args.out_dir, "fig3.png"), data, panels, args.n_plot, args.seed)
-    contract.save_json(os.path.join(args.out_dir, "args.json"), asdict(args))
-    contract.save_json(metrics_path, metrics)
+        draw_fig3(os.path.join(run.staging, "fig3.png"), data, panels, args.n_plot, args.seed)
+    contract.save_json(os.path.join(run.staging, "args.json"), asdict(args))
+    contract.save_json(os.path.join(run.staging, "metrics.json"), metrics)
+    run.commit()  # ivae.pt, latents.npz, metrics.json, fig3.png and args.json appear in --out-dir together
     summary = "  ".join(f"{name}: elbo {f['elbo']:.3f}" + (f" mcc {f['mcc']:.3f}" if "mcc" in f else "") for name, f in fits.items())
     print(f"wrote {args.out_dir}/ivae.pt, latents.npz, metrics.json{', fig3.png' if 'exogenous' in data else ''}  |  {summary}")
     return metrics
@@ -284,5 +317,5 @@ def main(args: Args) -> dict:
 if __name__ == "__main__":
     try:
         main(tyro.cli(Args))
-    except contract.ContractError as e:
+    except (contract.ContractError, ValueError) as e:
         sys.exit(f"error: {e}")

@@ -159,7 +159,7 @@ def test_scripts_run_and_fail_in_one_line(tiny_dataset, tmp_path):
     arrays = dict(np.load(tiny_dataset))
     contract.save_npz(all_expert, {**arrays, "expert": np.ones_like(arrays["expert"])})
     for argv, words in ((("train_oril.py", "--dataset", all_expert), "D_U is empty"),
-                        (("train_bcnd.py", "--dataset", tiny_dataset, "--n-policies", "0"), "at least 1")):
+                        (("train_bcnd.py", "--dataset", tiny_dataset, "--n-policies", "0"), "--n-policies")):
         proc = run(*argv, "--out-dir", str(tmp_path / "x"), ok=False)
         assert one_line_error(proc, words), proc.stderr
     assert not (tmp_path / "x").exists()

@@ -133,7 +133,7 @@ def test_bad_input_is_one_line_on_stderr_and_writes_nothing(tmp_path):
     ("empty", "no result JSON"),
     ("missing", "no such folder"),
     ("no_returns", "'returns' must be a non-empty list"),
-    ("nan", "'returns' must be a non-empty list of finite numbers"),
+    ("nan", "holds the non-finite number NaN"),
     ("no_seed", "result JSON without seed"),
     ("duplicate", "both hold method bc_exp, seed 0, split train"),
     ("two_envs", "several envs"),
