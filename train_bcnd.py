@@ -49,10 +49,11 @@ import torch
 import torch.nn as nn
 import tyro
 
+import checks
 import contract
 import envs
 from policy import (LOG_STD_MAX, LOG_STD_MIN, MU_MAX, Normalizer, TorchStreams, artifact, cpu_threads, final_eval,
-                    in_training_eval, replica_args)
+                    final_eval_paths, in_training_eval, replica_args)
 from progress import Progress
 
 
@@ -186,10 +187,15 @@ def weighted_nll(log_pi, weights):
     return -(weights.detach() * log_pi).mean(-1)
 
 
+@contract.all_or_nothing  # a failed run writes nothing; SIGTERM cleans up as SIGINT does
 def main(args: Args) -> dict:
+    checks.trainer(args, n_policies=checks.COUNT, n_rounds=checks.COUNT, epochs=checks.COUNT)
     runs = replica_args(args)  # one Args per seed, as `--seed k` alone would have them
     data = contract.load_dataset(args.dataset)
     meta = data["metadata"]
+    spec = envs.env_spec(meta)
+    contract.check_paths({"--dataset": args.dataset}, folders={"--out-dir": [a.out_dir for a in runs]},
+                         files={"--final-eval": [p for a in runs for p in final_eval_paths(a.final_eval, spec)]})
     aug = data["augmented"] if "augmented" in data else np.zeros(len(data["rewards"]), bool)
     method = args.method or ("bcnd_ca" if aug.any() else "bcnd")
     N, K, R = len(data["rewards"]), args.n_policies, len(runs)
@@ -214,7 +220,6 @@ def main(args: Args) -> dict:
     epochs = math.ceil(args.total_steps / (args.n_rounds * steps_per_epoch)) if args.total_steps else args.epochs
     log_r = torch.zeros(R, N, device=device)  # log R⁰ ≡ 0, a row per replica
     owner = torch.arange(R, device=device).repeat_interleave(K)[:, None]  # the replica of every member [R·K, 1]
-    spec = envs.env_spec(meta)
     print(f"{method}: {N} rows ({aug.sum()} augmented) in K={K} splits of ≥{size}, M={args.n_rounds} rounds × "
           f"{epochs} epochs = {args.n_rounds * epochs * steps_per_epoch} batched steps ({args.dataset})"
           + (f", seeds {[a.seed for a in runs]} side by side" if R > 1 else ""))
@@ -232,6 +237,7 @@ def main(args: Args) -> dict:
 
     logs, t0, step = [[] for _ in runs], time.time(), 0
     total = args.n_rounds * epochs * steps_per_epoch
+    folders = [contract.RunFolder(a.out_dir) for a in runs]  # fresh --out-dirs for the logs; results staged beside
     progs = [Progress(method, total, out_dir=a.out_dir, tensorboard=args.tensorboard) for a in runs]
     line = progs[0] if R == 1 else Progress(f"{method} x{R}", total)  # several seeds: means over replicas
     for m in range(1, args.n_rounds + 1):
@@ -267,6 +273,7 @@ def main(args: Args) -> dict:
                 "ess_frac": [x / N for x in (w_all.sum(-1) ** 2 / (w_all ** 2).sum(-1)).tolist()], "eval_return": rets}
         for k in range(R):
             logs[k].append({"round": m, **{name: col[k] for name, col in cols.items()}})
+            checks.finite_losses(logs[k][-1], m, f"{method} round" + (f" (seed {runs[k].seed})" if R > 1 else ""))
             progs[k].log(logs[k][-1])  # progress.csv, flushed now
         mean = {name: float(np.mean(col)) for name, col in cols.items()}
         print(f"[{method}{f' x{R}' if R > 1 else ''}] round {m}/{args.n_rounds}  loss {mean['loss']:.3f}  log R "
@@ -276,10 +283,11 @@ def main(args: Args) -> dict:
         prog.close()
 
     for k, a in enumerate(runs):
-        contract.save_policy(os.path.join(a.out_dir, "policy.pt"), artifact(
+        contract.save_policy(os.path.join(folders[k].staging, "policy.pt"), artifact(
             replica(ens, k).cpu(), norm, method=method, seed=a.seed, env=spec,
             dataset_fingerprint=contract.fingerprint(data), dataset=a.dataset, train_args=asdict(a)))
-        contract.save_json(os.path.join(a.out_dir, "args.json"), asdict(a))
+        contract.save_json(os.path.join(folders[k].staging, "args.json"), asdict(a))
+        folders[k].commit()  # policy.pt and args.json appear in --out-dir together, beside the run's progress.csv
         if a.final_eval:
             final_eval(os.path.join(a.out_dir, "policy.pt"), spec, a.final_eval_episodes, a.final_eval)
     # log R^M of every row, for diagnostics

@@ -40,10 +40,11 @@ import torch
 import torch.nn as nn
 import tyro
 
+import checks
 import contract
 import envs
 from policy import (Actor, Normalizer, TorchStreams, artifact, build_replicas, cpu_threads, final_eval,
-                    in_training_eval, load_replica, minibatch_generator, replica_args)
+                    final_eval_paths, in_training_eval, load_replica, minibatch_generator, replica_args)
 from progress import Progress
 
 EPS2 = 1e-3  # inside the cost's log, as in the official code
@@ -155,11 +156,17 @@ def policy_weights(adv, alpha: float):
     return w / w.mean(-1, keepdim=True)
 
 
+@contract.all_or_nothing  # a failed run writes nothing; SIGTERM cleans up as SIGINT does
 def main(args: Args) -> dict:
+    checks.trainer(args, alpha=checks.NON_NEGATIVE, gamma=checks.Real(0, 1, high_open=True), cost_gp=checks.NON_NEGATIVE,
+                   nu_gp=checks.NON_NEGATIVE)
     runs = replica_args(args)  # one Args per seed, as `--seed k` alone would have them
     data = contract.load_dataset(args.dataset)
     contract.require_expert(data, args.dataset)
     meta = data["metadata"]
+    spec = envs.env_spec(meta)
+    contract.check_paths({"--dataset": args.dataset}, folders={"--out-dir": [a.out_dir for a in runs]},
+                         files={"--final-eval": [p for a in runs for p in final_eval_paths(a.final_eval, spec)]})
     aug = data["augmented"] if "augmented" in data else np.zeros(len(data["rewards"]), bool)
     method = args.method or ("lobsdice_ca" if aug.any() else "lobsdice")
     exp_rows = np.flatnonzero(data["expert"])  # collected D_E and the counterfactual rows: only (s, s') is used
@@ -177,7 +184,6 @@ def main(args: Args) -> dict:
     act = torch.as_tensor(norm.act(data["actions"]), device=device)
     pools = {"expert": torch.as_tensor(exp_rows, device=device), "init": torch.as_tensor(init_rows, device=device)}
     obs_dim, act_dim, N, B, R = meta["obs_dim"], meta["act_dim"], len(obs), args.batch_size, len(runs)
-    spec = envs.env_spec(meta)
     print(f"{method}: expert (s, s') {len(exp_rows)} rows ({aug.sum()} augmented), union {N} rows, "
           f"{len(init_rows)} initial states ({args.dataset})" + (f", seeds {[a.seed for a in runs]} side by side" if R > 1 else ""))
 
@@ -217,6 +223,7 @@ def main(args: Args) -> dict:
     actor_opt = torch.optim.Adam(actor.parameters(), lr=args.actor_lr)
 
     logs = [[] for _ in runs]
+    folders = [contract.RunFolder(a.out_dir) for a in runs]  # fresh --out-dirs for the logs; results staged beside
     progs = [Progress(method, args.total_steps, out_dir=a.out_dir, tensorboard=args.tensorboard) for a in runs]
     line = progs[0] if R == 1 else Progress(f"{method} x{R}", args.total_steps)  # several seeds: means over replicas
     for step in range(1, args.total_steps + 1):
@@ -256,6 +263,7 @@ def main(args: Args) -> dict:
                     "ess_frac": values(w.sum(-1) ** 2 / (w ** 2).sum(-1) / B), "eval_return": rets}
             for k in range(R):
                 logs[k].append({"step": step, **{name: col[k] for name, col in cols.items()}})
+                checks.finite_losses(logs[k][-1], step, method + (f" (seed {runs[k].seed})" if R > 1 else ""))
                 progs[k].log(logs[k][-1])  # progress.csv, flushed now
             line.update(step, {name: float(np.mean(col)) for name, col in cols.items()}, force=True)
         else:
@@ -265,10 +273,11 @@ def main(args: Args) -> dict:
         prog.close()
 
     for k, a in enumerate(runs):
-        contract.save_policy(os.path.join(a.out_dir, "policy.pt"), artifact(
+        contract.save_policy(os.path.join(folders[k].staging, "policy.pt"), artifact(
             (actor if R == 1 else load_replica(actors[k], actor, k)).cpu(), norm, method=method, seed=a.seed, env=spec,
             dataset_fingerprint=contract.fingerprint(data), dataset=a.dataset, train_args=asdict(a)))
-        contract.save_json(os.path.join(a.out_dir, "args.json"), asdict(a))
+        contract.save_json(os.path.join(folders[k].staging, "args.json"), asdict(a))
+        folders[k].commit()  # policy.pt and args.json appear in --out-dir together, beside the run's progress.csv
         if a.final_eval:
             final_eval(os.path.join(a.out_dir, "policy.pt"), spec, a.final_eval_episodes, a.final_eval)
     return {"method": method, "log": logs[0]} if R == 1 else {"method": method, "runs": [

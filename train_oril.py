@@ -36,10 +36,11 @@ import torch
 import torch.nn as nn
 import tyro
 
+import checks
 import contract
 import envs
 from policy import (Actor, Normalizer, TorchStreams, artifact, build_replicas, cpu_threads, final_eval,
-                    in_training_eval, load_replica, minibatch_generator, replica_args)
+                    final_eval_paths, in_training_eval, load_replica, minibatch_generator, replica_args)
 from progress import Progress
 
 R_MIN, R_MAX, EXP_ADV_MAX = 0.1, 0.9, 100.0
@@ -161,11 +162,20 @@ def awr_loss(log_pi, adv, beta: float):
     return (weights * -log_pi.sum(-1)).mean(-1)
 
 
+@contract.all_or_nothing  # a failed run writes nothing; SIGTERM cleans up as SIGINT does
 def main(args: Args) -> dict:
+    checks.trainer(args, reward_steps=checks.COUNT, eta=checks.OPEN_UNIT, gamma=checks.Real(0, 1, high_open=True),
+                   expectile=checks.OPEN_UNIT, beta=checks.NON_NEGATIVE, polyak=checks.Real(0, 1, low_open=True))
+    if args.reward_steps is None and args.total_steps * 2 // 5 < 1:
+        raise ValueError(f"--total-steps {args.total_steps} leaves the reward model 0.4 × {args.total_steps} = 0 steps: "
+                         f"give --reward-steps or --total-steps >= 3")
     runs = replica_args(args)  # one Args per seed, as `--seed k` alone would have them
     data = contract.load_dataset(args.dataset)
     contract.require_expert(data, args.dataset)
     meta = data["metadata"]
+    spec = envs.env_spec(meta)
+    contract.check_paths({"--dataset": args.dataset}, folders={"--out-dir": [a.out_dir for a in runs]},
+                         files={"--final-eval": [p for a in runs for p in final_eval_paths(a.final_eval, spec)]})
     aug = data["augmented"] if "augmented" in data else np.zeros(len(data["rewards"]), bool)
     method = args.method or ("oril_ca" if aug.any() else "oril")
     unl_rows = np.flatnonzero(~data["expert"] & ~aug)
@@ -182,7 +192,6 @@ def main(args: Args) -> dict:
     done = torch.as_tensor(data["terminals"], dtype=torch.float32, device=device)
     pools = {"expert": torch.as_tensor(exp_rows, device=device), "unlabelled": torch.as_tensor(unl_rows, device=device)}
     obs_dim, act_dim, N, B = meta["obs_dim"], meta["act_dim"], len(obs), args.batch_size
-    spec = envs.env_spec(meta)
     print(f"{method}: D_E {len(exp_rows)} rows ({aug.sum()} augmented), D_U {len(unl_rows)} rows ({args.dataset})"
           + (f", seeds {[a.seed for a in runs]} side by side" if len(runs) > 1 else ""))
 
@@ -217,6 +226,7 @@ def main(args: Args) -> dict:
     def replica(net, plain, k: int):
         return net if R == 1 else load_replica(plain[k], net, k)
 
+    folders = [contract.RunFolder(a.out_dir) for a in runs]  # fresh --out-dirs for the logs; results staged beside
     t0 = time.time()
     # stage 1: the reward model, PU loss (ORIL Eq. 5)
     reward_model, _ = build_replicas(lambda: RewardModel(obs_dim, act_dim, args.hidden, args.n_hidden), streams, device)
@@ -233,6 +243,9 @@ def main(args: Args) -> dict:
     with torch.no_grad():  # relabel D_all once with the frozen R_ψ: [N], or [R, N] for several seeds
         reward = reward_model(obs, act) if R == 1 else reward_model(obs.expand(R, -1, -1), act.expand(R, -1, -1))
     r_e, r_u = reward[..., exp_rows].mean(-1), reward[..., unl_rows].mean(-1)
+    for k, a in enumerate(runs):
+        checks.finite_losses({"reward_loss": values(r_loss)[k], "r_expert": values(r_e)[k], "r_unlabelled": values(r_u)[k]},
+                             reward_steps, f"{method} reward model" + (f" (seed {a.seed})" if R > 1 else ""))
     print(f"[{method}] reward model: {reward_steps} steps, loss {r_loss.mean().item():.3f}, mean R on D_E "
           f"{r_e.mean().item():.2f}, on D_U {r_u.mean().item():.2f}  ({time.time() - t0:.0f} s)", flush=True)
 
@@ -284,6 +297,7 @@ def main(args: Args) -> dict:
                     "q_mean": values(q.mean(-1)), "adv_mean": values(adv.mean(-1)), "eval_return": rets}
             for k in range(R):
                 logs[k].append({"step": step, **{name: col[k] for name, col in cols.items()}})
+                checks.finite_losses(logs[k][-1], step, method + (f" (seed {runs[k].seed})" if R > 1 else ""))
                 progs[k].log(logs[k][-1])  # progress.csv, flushed now
             line.update(step, {name: float(np.mean(col)) for name, col in cols.items()}, force=True)
         else:
@@ -293,10 +307,11 @@ def main(args: Args) -> dict:
         prog.close()
 
     for k, a in enumerate(runs):
-        contract.save_policy(os.path.join(a.out_dir, "policy.pt"), artifact(
+        contract.save_policy(os.path.join(folders[k].staging, "policy.pt"), artifact(
             replica(actor, actors, k).cpu(), norm, method=method, seed=a.seed, env=spec,
             dataset_fingerprint=contract.fingerprint(data), dataset=a.dataset, train_args=asdict(a)))
-        contract.save_json(os.path.join(a.out_dir, "args.json"), asdict(a))
+        contract.save_json(os.path.join(folders[k].staging, "args.json"), asdict(a))
+        folders[k].commit()  # policy.pt and args.json appear in --out-dir together, beside the run's progress.csv
         if a.final_eval:
             final_eval(os.path.join(a.out_dir, "policy.pt"), spec, a.final_eval_episodes, a.final_eval)
     results = [{"seed": a.seed, "log": logs[k], "r_expert": values(r_e)[k], "r_unlabelled": values(r_u)[k]}

@@ -8,8 +8,6 @@ per CLI for the real stderr and exit status, and the kill and concurrency tests.
 (the first part of their id); `python tests/test_corpus.py` prints the count per category.
 
 Bad inputs are made once per session from the tiny dataset, iVAE and policy (`BAD`: one generator per file).
-Cases of the stages in PENDING wait for those stages to call the shared checks (checks.trainer, contract.check_paths,
-contract.RunFolder): they are strict xfails until the stage is taken out of PENDING, and then must pass.
 """
 import argparse
 import collections
@@ -30,9 +28,6 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-PENDING = {"train_oril.py", "train_bcnd.py", "train_lobsdice.py"}  # stages whose argument/output checks wait for their change
-REFUSED_ALREADY = {"args-train_bcnd-n-policies=0", "args-train_bcnd-n-rounds=0", "args-train_bcnd-epochs=0",
-                   "args-train_bcnd-total-steps=-5"}  # BCND's own check of these predates the shared rules
 
 
 # ------------------------------------------------------------------------------------------------------ harness
@@ -441,7 +436,6 @@ class Case:
     script: str
     argv: Callable  # (inputs, case folder) -> argv list
     words: Callable  # (inputs, case folder) -> words the error line must hold
-    pending: bool = False
 
 
 CASES = []
@@ -450,7 +444,7 @@ CASES = []
 def case(category: str, name: str, script: str, argv: Callable, words):
     words_fn = words if callable(words) else (lambda inp, t, w=words: [w] if isinstance(w, str) else list(w))
     cid = f"{category}-{name}"  # datasets are checked by contract.load_dataset, which every stage calls already
-    CASES.append(Case(cid, script, argv, words_fn, script in PENDING and category != "data" and cid not in REFUSED_ALREADY))
+    CASES.append(Case(cid, script, argv, words_fn))
 
 
 def J(*parts):
@@ -749,9 +743,7 @@ case("diverged", "train_bc-seeds", "train_bc.py",
 
 
 # ------------------------------------------------------------------------------------------------------ the test
-@pytest.mark.parametrize("case", [pytest.param(c, id=c.id, marks=[pytest.mark.xfail(
-    strict=True, reason=f"waits for {c.script} to call the shared checks")] if c.pending else [])
-    for c in CASES])
+@pytest.mark.parametrize("case", [pytest.param(c, id=c.id) for c in CASES])
 def test_refused(case, inputs, tmp_path, capsys, monkeypatch):
     t = str(tmp_path / "case")
     os.makedirs(t)
@@ -768,16 +760,14 @@ def test_refused(case, inputs, tmp_path, capsys, monkeypatch):
 
 
 def corpus_counts() -> Dict[str, int]:
-    """Cases per category (and the pending ones)."""
-    counts = collections.Counter(c.id.split("-")[0] for c in CASES)
-    counts["pending (strict xfail)"] = sum(c.pending for c in CASES)
-    return dict(counts)
+    """Cases per category."""
+    return dict(collections.Counter(c.id.split("-")[0] for c in CASES))
 
 
 def test_corpus_size():
     counts = corpus_counts()
     assert len({c.id for c in CASES}) == len(CASES), "case ids must be unique"
-    assert len(CASES) - counts["pending (strict xfail)"] >= 120
+    assert len(CASES) >= 120 and sum(counts.values()) == len(CASES)
 
 
 if __name__ == "__main__":
