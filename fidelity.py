@@ -67,9 +67,12 @@ def augmented_rows(path: str) -> Tuple[dict, np.ndarray]:
     return data, rows
 
 
+@contract.all_or_nothing  # a failed run writes nothing; SIGTERM cleans up as SIGINT does
 def main(args: Args) -> dict:
     if not args.augmented:
         raise ValueError("--augmented needs at least one dataset")
+    contract.check_paths({"--augmented": list(args.augmented), "--sampler": args.sampler},
+                         files={"--out": args.out, "--figure": args.figure})
     names = list(args.names) if args.names else [p.rsplit("/", 1)[-1].removesuffix(".npz") for p in args.augmented]
     if len(names) != len(args.augmented) or len(set(names)) != len(names):
         raise ValueError(f"--names needs {len(args.augmented)} distinct names, one per --augmented dataset")

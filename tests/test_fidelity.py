@@ -67,4 +67,8 @@ def test_refusals_are_one_line(tiny_dataset, augmented, tmp_path):
     assert one_line_error(proc, "no augmented rows"), proc.stderr
     proc = run("fidelity.py", "--augmented", augmented.out, "--names", "a", "b", "--out", str(tmp_path / "f.json"), ok=False)
     assert one_line_error(proc, "--names"), proc.stderr
+    before = open(augmented.out, "rb").read()
+    proc = run("fidelity.py", "--augmented", augmented.out, "--out", augmented.out, ok=False)
+    assert one_line_error(proc, "refusing to overwrite an input"), proc.stderr
+    assert open(augmented.out, "rb").read() == before
     assert not (tmp_path / "f.json").exists()
