@@ -31,6 +31,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 
+import checks
 import contract
 import envs
 
@@ -145,6 +146,16 @@ def build_replicas(make: Callable[[], nn.Module], streams: TorchStreams, device)
         with streams.use(k):
             nets.append(make())
     return (nets[0] if len(nets) == 1 else stack_replicas(nets)).to(device), nets
+
+
+def log_replicas(logs: List[list], progs: Sequence, runs: Sequence, step: int, cols: dict, method: str,
+                 key: str = "step") -> None:
+    """One logged row per replica: {key: step, name: cols[name][k], …} appended to logs[k] and to replica k's
+    progress.csv (progs[k]), after checks.finite_losses stops the run at a non-finite value."""
+    for k, a in enumerate(runs):
+        logs[k].append({key: step, **{name: col[k] for name, col in cols.items()}})
+        checks.finite_losses(logs[k][-1], step, method + (f" (seed {a.seed})" if len(runs) > 1 else ""))
+        progs[k].log(logs[k][-1])  # progress.csv, flushed now
 
 
 def replica_args(args) -> List:

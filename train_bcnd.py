@@ -53,7 +53,7 @@ import checks
 import contract
 import envs
 from policy import (LOG_STD_MAX, LOG_STD_MIN, MU_MAX, Normalizer, TorchStreams, artifact, cpu_threads, final_eval,
-                    final_eval_paths, in_training_eval, replica_args)
+                    final_eval_paths, in_training_eval, log_replicas, replica_args)
 from progress import Progress
 
 
@@ -271,10 +271,7 @@ def main(args: Args) -> dict:
                 "log_r_mean": log_r.mean(-1).tolist(), "log_r_std": log_r.std(-1).tolist(),
                 "weight_max": w_all.max(-1).values.tolist(),
                 "ess_frac": [x / N for x in (w_all.sum(-1) ** 2 / (w_all ** 2).sum(-1)).tolist()], "eval_return": rets}
-        for k in range(R):
-            logs[k].append({"round": m, **{name: col[k] for name, col in cols.items()}})
-            checks.finite_losses(logs[k][-1], m, f"{method} round" + (f" (seed {runs[k].seed})" if R > 1 else ""))
-            progs[k].log(logs[k][-1])  # progress.csv, flushed now
+        log_replicas(logs, progs, runs, m, cols, f"{method} round", key="round")  # stops at a non-finite value
         mean = {name: float(np.mean(col)) for name, col in cols.items()}
         print(f"[{method}{f' x{R}' if R > 1 else ''}] round {m}/{args.n_rounds}  loss {mean['loss']:.3f}  log R "
               f"{mean['log_r_mean']:.2f} ± {mean['log_r_std']:.2f}  effective sample share {mean['ess_frac']:.2f}  "

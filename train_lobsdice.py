@@ -44,7 +44,7 @@ import checks
 import contract
 import envs
 from policy import (Actor, Normalizer, TorchStreams, artifact, build_replicas, cpu_threads, final_eval,
-                    final_eval_paths, in_training_eval, load_replica, minibatch_generator, replica_args)
+                    final_eval_paths, in_training_eval, load_replica, log_replicas, minibatch_generator, replica_args)
 from progress import Progress
 
 EPS2 = 1e-3  # inside the cost's log, as in the official code
@@ -261,10 +261,7 @@ def main(args: Args) -> dict:
                     "cost_expert": values(cost_of_logit(c_e).mean(-1)), "cost_union": values(r_u.mean(-1)),
                     "adv_mean": values(adv.mean(-1)), "weight_max": values(w.max(-1).values),
                     "ess_frac": values(w.sum(-1) ** 2 / (w ** 2).sum(-1) / B), "eval_return": rets}
-            for k in range(R):
-                logs[k].append({"step": step, **{name: col[k] for name, col in cols.items()}})
-                checks.finite_losses(logs[k][-1], step, method + (f" (seed {runs[k].seed})" if R > 1 else ""))
-                progs[k].log(logs[k][-1])  # progress.csv, flushed now
+            log_replicas(logs, progs, runs, step, cols, method)  # stops at a non-finite value
             line.update(step, {name: float(np.mean(col)) for name, col in cols.items()}, force=True)
         else:
             line.update(step, lambda: {"cost_loss": c_loss.mean().item(), "nu_loss": n_loss.mean().item(),

@@ -40,7 +40,7 @@ import checks
 import contract
 import envs
 from policy import (Actor, Normalizer, TorchStreams, artifact, build_replicas, cpu_threads, final_eval,
-                    final_eval_paths, in_training_eval, load_replica, minibatch_generator, replica_args)
+                    final_eval_paths, in_training_eval, load_replica, log_replicas, minibatch_generator, replica_args)
 from progress import Progress
 
 R_MIN, R_MAX, EXP_ADV_MAX = 0.1, 0.9, 100.0
@@ -295,10 +295,7 @@ def main(args: Args) -> dict:
             cols = {"reward_loss": values(r_loss), "r_expert": values(r_e), "r_unlabelled": values(r_u),
                     "v_loss": values(v_loss), "q_loss": values(c_loss), "actor_loss": values(a_loss),
                     "q_mean": values(q.mean(-1)), "adv_mean": values(adv.mean(-1)), "eval_return": rets}
-            for k in range(R):
-                logs[k].append({"step": step, **{name: col[k] for name, col in cols.items()}})
-                checks.finite_losses(logs[k][-1], step, method + (f" (seed {runs[k].seed})" if R > 1 else ""))
-                progs[k].log(logs[k][-1])  # progress.csv, flushed now
+            log_replicas(logs, progs, runs, step, cols, method)  # stops at a non-finite value
             line.update(step, {name: float(np.mean(col)) for name, col in cols.items()}, force=True)
         else:
             line.update(step, lambda: {"v_loss": v_loss.mean().item(), "q_loss": c_loss.mean().item(),
