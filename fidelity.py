@@ -21,8 +21,8 @@ with the no-c ablation, `train_ivae.py --prior standard`); the copy row is compu
 State errors are also given in units of the median step length ‖s' - s‖ of D_U, the scale of one move.
 
 Output: --out (JSON: median, 90th percentile and mean of every error per row set, the step scale, the inputs'
-fingerprints) and --figure (the errors' cumulative distributions). Toy datasets only; CausalWorld and DeepMind
-Control have no known u.
+fingerprints), --table (the same as a markdown table) and --figure (the errors' cumulative distributions). Toy
+datasets only; CausalWorld and DeepMind Control have no known u.
 """
 
 import sys
@@ -46,6 +46,8 @@ class Args:
     """policy artifact that labels the copy rows (default: the sampler recorded in the first dataset's metadata)"""
     out: str = "results/toy/fidelity.json"
     """output JSON"""
+    table: Optional[str] = "results/toy/fidelity.md"
+    """output markdown table (the one docs/toy.md shows); none with --table None"""
     figure: Optional[str] = "results/toy/fidelity.png"
     """output figure (cumulative distributions of the errors); none with --figure None"""
 
@@ -72,7 +74,7 @@ def main(args: Args) -> dict:
     if not args.augmented:
         raise ValueError("--augmented needs at least one dataset")
     contract.check_paths({"--augmented": list(args.augmented), "--sampler": args.sampler},
-                         files={"--out": args.out, "--figure": args.figure})
+                         files={"--out": args.out, "--table": args.table, "--figure": args.figure})
     names = list(args.names) if args.names else [p.rsplit("/", 1)[-1].removesuffix(".npz") for p in args.augmented]
     if len(names) != len(args.augmented) or len(set(names)) != len(names):
         raise ValueError(f"--names needs {len(args.augmented)} distinct names, one per --augmented dataset")
@@ -118,14 +120,17 @@ def main(args: Args) -> dict:
     result = {"env": "toy", "median_step": step, "rows": table, "args": asdict(args)}
     contract.save_json(args.out, result)
 
-    print(f"median step length of D_U: {step:.3f}")
-    print(f"{'rows':24s} {'state error (median / p90)':>28s} {'in steps':>16s} {'next state':>16s} {'label (median / p90)':>22s}")
+    lines = ["| rows | state error, median / 90th pct. | in median steps of D_U | next-state error | "
+             "label error, median / 90th pct. |", "|---|---|---|---|---|"]
     for row in table:
-        nxt = row.get("next_state_error")
-        print(f"{row['name']:24s} {row['state_error']['median']:13.3f} / {row['state_error']['p90']:6.3f}   "
-              f"{row['state_error_in_steps']['median']:6.2f} / {row['state_error_in_steps']['p90']:5.2f}  "
-              + (f"{nxt['median']:6.3f} / {nxt['p90']:6.3f}" if nxt else f"{'-':>15s}")
-              + f"  {row['label_error']['median']:9.3f} / {row['label_error']['p90']:6.3f}")
+        s, n, lab, nxt = row["state_error"], row["state_error_in_steps"], row["label_error"], row.get("next_state_error")
+        lines.append(f"| {row['name'].replace('|', chr(92) + '|')} | {s['median']:.3f} / {s['p90']:.3f} | "
+                     f"{n['median']:.2f} / {n['p90']:.2f} | " + (f"{nxt['median']:.3f} / {nxt['p90']:.3f}" if nxt else "–")
+                     + f" | {lab['median']:.3f} / {lab['p90']:.3f} |")
+    text = "\n".join(lines) + "\n"
+    if args.table:
+        contract.save_text(args.table, text)
+    print(f"median step length of D_U: {step:.3f}, {len(rows0)} augmented rows\n{text}", end="")
     if args.figure:
         import matplotlib
         matplotlib.use("Agg")

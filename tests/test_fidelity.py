@@ -40,18 +40,20 @@ def test_true_counterfactuals_score_zero_and_a_known_shift_scores_its_size(augme
     off = rewrite(augmented.out, str(tmp_path / "shifted.npz"), shifted)
     res = fidelity.main(fidelity.Args(augmented=(ok, off, augmented.out), names=("exact", "shifted", "ivae"),
                                       sampler=augmented.sampler_out, out=str(tmp_path / "f.json"),
-                                      figure=str(tmp_path / "f.png")))
+                                      table=str(tmp_path / "f.md"), figure=str(tmp_path / "f.png")))
     rows = {r["name"]: r for r in res["rows"]}
     for key in ("state_error", "next_state_error", "label_error"):
         assert rows["exact"][key]["p90"] == pytest.approx(0, abs=1e-6)  # float32 storage
     assert rows["shifted"]["state_error"]["median"] == pytest.approx(0.05, abs=1e-6)
     assert rows["ivae"]["state_error"]["median"] > 1e-4  # a fitted decoder is not exact
     assert json.load(open(tmp_path / "f.json"))["rows"][0]["name"] == "exact" and (tmp_path / "f.png").exists()
+    table = open(tmp_path / "f.md").read().splitlines()
+    assert len(table) == 2 + 4 and table[2].startswith("| exact | 0.000 / 0.000 |") and "| shifted | 0.050 / 0.050 |" in table[3]
 
 
 def test_copy_row_is_the_partners_own_next_state(augmented, tmp_path):
     res = fidelity.main(fidelity.Args(augmented=(augmented.out,), sampler=augmented.sampler_out,
-                                      out=str(tmp_path / "f.json"), figure=None))
+                                      out=str(tmp_path / "f.json"), table=None, figure=None))
     data = contract.load_dataset(augmented.out)
     rows = np.flatnonzero(data["augmented"])
     p, env = data["aug_partner"][rows], toy_env.make_env(data["metadata"])
