@@ -199,8 +199,6 @@ def main(args: Args) -> dict:
     aug = data["augmented"] if "augmented" in data else np.zeros(len(data["rewards"]), bool)
     method = args.method or ("bcnd_ca" if aug.any() else "bcnd")
     N, K, R = len(data["rewards"]), args.n_policies, len(runs)
-    if not (K >= 1 and args.n_rounds >= 1 and args.epochs >= 1 and (args.total_steps or 1) >= 1):
-        raise ValueError("--n-policies, --n-rounds, --epochs and --total-steps must be at least 1")
     if N < K:
         raise ValueError(f"{args.dataset}: {N} rows are too few for K={K} disjoint splits")
     torch.set_num_threads(cpu_threads(args.threads))

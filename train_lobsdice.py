@@ -44,7 +44,8 @@ import checks
 import contract
 import envs
 from policy import (Actor, Normalizer, TorchStreams, artifact, build_replicas, cpu_threads, final_eval,
-                    final_eval_paths, in_training_eval, load_replica, log_replicas, minibatch_generator, replica_args)
+                    final_eval_paths, in_training_eval, load_replica, log_replicas, minibatch_generator, replica_args,
+                    replica_values as values)
 from progress import Progress
 
 EPS2 = 1e-3  # inside the cost's log, as in the official code
@@ -210,10 +211,6 @@ def main(args: Args) -> dict:
         rows = torch.cat([pick("expert"), torch.randint(0, N, (B,), generator=gen, device=device), pick("init")])
         return (rows, torch.rand(B, 1, generator=gen, device=device), torch.randperm(B, generator=gen, device=device),
                 torch.rand(B, 1, generator=gen, device=device))
-
-    def values(x) -> list:
-        """A logged quantity as one float per replica (a scalar for one seed, [R] for several)."""
-        return x.reshape(-1).tolist()
 
     cost, _ = build_replicas(lambda: critic(2 * obs_dim, args.hidden, args.n_hidden), streams, device)
     nu, _ = build_replicas(lambda: critic(obs_dim, args.hidden, args.n_hidden), streams, device)

@@ -40,7 +40,8 @@ import checks
 import contract
 import envs
 from policy import (Actor, Normalizer, TorchStreams, artifact, build_replicas, cpu_threads, final_eval,
-                    final_eval_paths, in_training_eval, load_replica, log_replicas, minibatch_generator, replica_args)
+                    final_eval_paths, in_training_eval, load_replica, log_replicas, minibatch_generator, replica_args,
+                    replica_values as values)
 from progress import Progress
 
 R_MIN, R_MAX, EXP_ADV_MAX = 0.1, 0.9, 100.0
@@ -218,10 +219,6 @@ def main(args: Args) -> dict:
         if gens[k] is None:
             return torch.as_tensor(rngs[k].integers(0, N, B), device=device)
         return torch.randint(0, N, (B,), generator=gens[k], device=device)
-
-    def values(x) -> list:
-        """A logged quantity as one float per replica (a scalar for one seed, [R] for several)."""
-        return x.reshape(-1).tolist() if torch.is_tensor(x) else [float(x)] * R
 
     def replica(net, plain, k: int):
         return net if R == 1 else load_replica(plain[k], net, k)
