@@ -13,6 +13,18 @@
 row), s~' ~ N(f(s, a, u), σ²_dec), a noisy re-sample of the expert's own next state, labelled with a sample
 of π̂_E. No D_U state is used. It exists to measure the difference.
 
+Controls (each isolates one part of the method; the same number of rows as the counterfactual mode):
+- `--labels oracle`: label a~' with the env's own expert (envs.reference_policy "expert": the toy controller, the
+  most trained DeepMind Control snapshot, the CausalWorld expert the data came from) instead of π̂_E. It isolates
+  the counterfactual state from the sampler's error; an upper bound no user has offline.
+- `--mode copy`: no counterfactual. The row's state is the D_U partner's own next state s', drawn exactly as the
+  counterfactual mode draws its partners (same seed, same partners), labelled by the same sampler; s~'' is the
+  partner episode's next state after s' (s' itself at an episode end). No iVAE is used. If this matches OILCA,
+  the iVAE adds nothing in that setting.
+- `--mode expert_data`: "true expert data" (the paper's Table 8 column): instead of generated rows, real rows of
+  the env's expert, collected online (envs.expert_episodes) in whole episodes whose classes of c are drawn from
+  D_E's rows, then subsampled to the row count. Rewards, next states and (where known) u are the real ones.
+
 Amount: `ratio` = |augmented D_E| / |D_U|, the x-axis of the paper's Fig. 5; augmented D_E = the collected
 expert rows plus the new rows, so the script makes max(0, round(ratio·|D_U|) - |D_E|) rows.
 
@@ -57,10 +69,13 @@ class Args:
     """use this policy artifact (e.g. train_bc.py's BC-exp on the same dataset) as π̂_E instead of training one"""
     sampler_out: str = "runs/sampler/policy.pt"
     """output: the trained sampler policy π̂_E as a policy artifact (when --sampler is not given)"""
+    labels: Literal["sampler", "oracle"] = "sampler"
+    """who labels the new rows: the sampler π̂_E (the method), or the env's own expert (the oracle-labels control)"""
     ratio: float = 0.5
     """|augmented D_E| / |D_U| (Fig. 5's x-axis), in [0, 100]"""
-    mode: Literal["counterfactual", "reconstruct"] = "counterfactual"
-    """counterfactual: expert u with (s~, a~) from D_U (the paper); reconstruct: the authors' code path"""
+    mode: Literal["counterfactual", "reconstruct", "copy", "expert_data"] = "counterfactual"
+    """counterfactual: expert u with (s~, a~) from D_U (the paper); reconstruct: the authors' code path; copy: the
+    partner's own s' (no iVAE); expert_data: real expert rows collected online (the controls above)"""
     posterior: Literal["sample", "mean"] = "sample"
     """u drawn from q(u | s, a, s', c), or its mean"""
     label: Literal["mean", "sample"] = "mean"
@@ -112,59 +127,96 @@ def main(args: Args) -> dict:
     t0 = time.time()
     checks.fields(args, ratio=checks.Real(0, MAX_RATIO), seed=checks.SEED, sampler_steps=checks.COUNT,
                   sampler_lr=checks.POSITIVE, batch_size=checks.COUNT, hidden=checks.COUNT, threads=checks.COUNT)
-    contract.check_paths({"--dataset": args.dataset, "--ivae": args.ivae, "--sampler": args.sampler},
-                         files={"--out": args.out, "--sampler-out": None if args.sampler else args.sampler_out})
+    uses_ivae = args.mode in ("counterfactual", "reconstruct")
+    uses_sampler = args.mode != "expert_data" and args.labels == "sampler"  # else nothing is trained or loaded
+    if args.sampler and not uses_sampler:
+        raise ValueError(f"--sampler: not used with --mode {args.mode} --labels {args.labels}; drop it")
+    if args.labels == "oracle" and args.mode not in ("counterfactual", "copy"):
+        raise ValueError(f"--labels oracle: only with --mode counterfactual or copy (--mode {args.mode} labels "
+                         + ("nothing" if args.mode == "expert_data" else "with sampler samples") + ")")
+    contract.check_paths({"--dataset": args.dataset, "--ivae": args.ivae if uses_ivae else None,
+                          "--sampler": args.sampler},
+                         files={"--out": args.out,
+                                "--sampler-out": args.sampler_out if uses_sampler and not args.sampler else None})
     data = contract.load_dataset(args.dataset)
     if "augmented" in data and data["augmented"].any():
         raise ValueError(f"{args.dataset} is already augmented: augment the raw dataset")
     contract.require_expert(data, args.dataset)
     meta = data["metadata"]
-    ivae = load_ivae(args.ivae, data, args.dataset)
+    ivae = load_ivae(args.ivae, data, args.dataset) if uses_ivae else None
     torch.set_num_threads(args.threads)
     exp_rows, unl_rows = np.flatnonzero(data["expert"]), np.flatnonzero(~data["expert"])
-    if len(unl_rows) == 0 and args.mode == "counterfactual":
+    if len(unl_rows) == 0 and args.mode in ("counterfactual", "copy"):
         raise ValueError(f"{args.dataset}: D_U is empty, nothing to pair the expert u with")
     n_aug = max(0, int(round(args.ratio * len(unl_rows))) - len(exp_rows))
-    for path in (args.out, None if args.sampler else args.sampler_out):
+    for path in (args.out, args.sampler_out if uses_sampler and not args.sampler else None):
         if path is not None:
             contract.claim(path)  # a second writer to the same output is refused while this run goes on
 
-    # 1. the sampler π̂_E (Alg. 1 line 5)
+    # 1. the sampler π̂_E (Alg. 1 line 5), or the oracle that replaces it
     sample_labels = args.label == "sample" or args.mode == "reconstruct"
-    if args.sampler:
+    spec = envs.env_spec(meta)
+    sampler_loss, sampler_art = None, None
+    if not uses_sampler:
+        if args.label == "sample":
+            raise ValueError(f"--label sample: nothing is sampled with --mode {args.mode} --labels {args.labels}")
+        label_policy = envs.reference_policy(spec, "expert", args.seed) if args.labels == "oracle" else None
+    elif args.sampler:
         if sample_labels:
             raise ValueError("a --sampler artifact holds only the mean action: use --label mean and --mode counterfactual")
         sampler_art = contract.load_policy(args.sampler)
         if sampler_art["dataset_fingerprint"] != contract.fingerprint(data):
             raise contract.ContractError(f"{args.sampler}: this sampler was trained on another dataset than {args.dataset}")
-        sampler_loss = None
     else:
         actor, norm, sampler_loss = train_sampler(data["observations"][exp_rows], data["actions"][exp_rows], meta, args)
         sampler_art = artifact(actor, norm, method="sampler_bc_exp", seed=args.seed, env=envs.env_spec(meta),
                                dataset_fingerprint=contract.fingerprint(data), dataset=args.dataset, train_args=asdict(args))
-    sampler_policy = contract.build_policy(sampler_art)  # the deterministic (mean) action, as saved
+    if uses_sampler:
+        label_policy = contract.build_policy(sampler_art)  # the deterministic (mean) action, as saved
+    low, high = np.asarray(meta["action_low"], np.float32), np.asarray(meta["action_high"], np.float32)
+    label = lambda obs: np.clip(np.asarray(label_policy(obs), np.float32), low, high)  # noqa: E731
 
     # 2. counterfactual rows (Alg. 1 lines 6–9)
     rng = np.random.default_rng(args.seed + 1)
     gen = torch.Generator().manual_seed(args.seed + 1)
     src = rng.choice(exp_rows, n_aug)
     T = lambda k, rows: torch.as_tensor(data[k][rows])  # noqa: E731
-    with torch.no_grad():
-        mean_q, logvar_q = (x[0] for x in ivae.encode(T("observations", src), T("actions", src),
-                                                      T("next_observations", src), T("aux", src)))
-        u = mean_q if args.posterior == "mean" else mean_q + (0.5 * logvar_q).exp() * torch.randn(mean_q.shape, generator=gen)
-        if args.mode == "counterfactual":
-            partner = rng.choice(unl_rows, n_aug)
-            s_cf = ivae.decode(T("observations", partner), T("actions", partner), u)[0].numpy()
-            a_cf = sample_actions(actor, norm, s_cf, gen) if sample_labels else sampler_policy(s_cf).astype(np.float32)
-        else:  # the authors' path: a noisy re-sample of the expert's own s', labelled with a policy sample
-            partner = np.full(n_aug, -1)
-            s_src = T("observations", src)
-            delta_n = ivae.decode_delta(s_src, T("actions", src), u)[0]
-            delta_n = delta_n + (0.5 * ivae.decoder_logvar).exp() * torch.randn(delta_n.shape, generator=gen)
-            s_cf = (s_src + delta_n * ivae.delta_std + ivae.delta_mean).numpy()
-            a_cf = sample_actions(actor, norm, s_cf, gen)
-        s_next_cf = ivae.decode(torch.as_tensor(s_cf), torch.as_tensor(a_cf), u)[0].numpy()
+    extra = {}
+    if args.mode == "copy":  # the same partners as the counterfactual mode draws, their own s' (no iVAE)
+        partner = rng.choice(unl_rows, n_aug)
+        s_cf = data["next_observations"][partner]
+        a_cf = label(s_cf)
+        ends = data["terminals"][partner] | data["timeouts"][partner]  # s' ends the episode: no later state
+        s_next_cf = np.where(ends[:, None], s_cf, data["next_observations"][np.minimum(partner + 1, len(data["rewards"]) - 1)])
+    elif args.mode == "expert_data":  # real expert episodes under classes of c drawn from D_E's rows
+        ep_len = int(meta["episode_len"])
+        n_ep = -(-n_aug // ep_len)
+        rows = envs.expert_episodes(spec, data["aux"][rng.choice(exp_rows, n_ep)], args.seed) if n_aug else None
+        keep = np.sort(rng.choice(n_ep * ep_len, n_aug, replace=False)) if n_aug else np.zeros(0, int)
+        partner, src = np.full(n_aug, -1), np.full(n_aug, -1)
+        if n_aug:
+            s_cf, a_cf, s_next_cf = (rows[k][keep] for k in ("observations", "actions", "next_observations"))
+            extra = {k: rows[k][keep] for k in ("rewards", "aux", "episode_returns", "exogenous") if k in rows}
+        else:  # nothing to add (the ratio is already met by D_E)
+            s_cf, s_next_cf = (data["observations"][:0],) * 2
+            a_cf = data["actions"][:0]
+    else:  # counterfactual (the paper) or reconstruct (the authors' code)
+        with torch.no_grad():
+            mean_q, logvar_q = (x[0] for x in ivae.encode(T("observations", src), T("actions", src),
+                                                          T("next_observations", src), T("aux", src)))
+            u = mean_q if args.posterior == "mean" else mean_q + (0.5 * logvar_q).exp() * torch.randn(mean_q.shape, generator=gen)
+            if args.mode == "counterfactual":
+                partner = rng.choice(unl_rows, n_aug)
+                s_cf = ivae.decode(T("observations", partner), T("actions", partner), u)[0].numpy()
+                a_cf = sample_actions(actor, norm, s_cf, gen) if sample_labels else label(s_cf)
+            else:  # the authors' path: a noisy re-sample of the expert's own s', labelled with a policy sample
+                partner = np.full(n_aug, -1)
+                s_src = T("observations", src)
+                delta_n = ivae.decode_delta(s_src, T("actions", src), u)[0]
+                delta_n = delta_n + (0.5 * ivae.decoder_logvar).exp() * torch.randn(delta_n.shape, generator=gen)
+                s_cf = (s_src + delta_n * ivae.delta_std + ivae.delta_mean).numpy()
+                a_cf = sample_actions(actor, norm, s_cf, gen)
+            s_next_cf = ivae.decode(torch.as_tensor(s_cf), torch.as_tensor(a_cf), u)[0].numpy()
 
     # 3. the augmented dataset
     N = len(data["rewards"])
@@ -175,6 +227,7 @@ def main(args: Args) -> dict:
            "aug_source": src, "aug_partner": partner}
     if "exogenous" in data:
         new["exogenous"] = data["exogenous"][src]
+    new.update(extra)  # expert_data: the real rewards, classes, returns and u of the collected rows
     if "policy_ids" in data:
         new["policy_ids"] = np.full(n_aug, -1)
     old = {**data, "augmented": np.zeros(N, bool), "aug_source": np.full(N, -1), "aug_partner": np.full(N, -1)}
@@ -183,7 +236,7 @@ def main(args: Args) -> dict:
                                      "n_unlabelled_rows": int(len(unl_rows)), "sampler_bc_loss": sampler_loss}}
     arrays["metadata"] = contract.dataset_arrays_from_meta(meta)
     contract.validate_dataset(args.out, arrays)
-    if not args.sampler:  # the sampler is written with the dataset, once both are complete
+    if uses_sampler and not args.sampler:  # the sampler is written with the dataset, once both are complete
         contract.save_policy(args.sampler_out, sampler_art)
     contract.save_npz(args.out, arrays)
     print(f"wrote {args.out}: {N} collected rows + {n_aug} augmented ({args.mode}); augmented D_E / D_U = "

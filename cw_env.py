@@ -540,6 +540,27 @@ def rollout(spec: dict, policy: Callable, split: str, classes: Sequence[int], ep
             "interventions": values}
 
 
+def expert_episodes(spec: dict, classes: Sequence[int], seed: int) -> dict:
+    """Whole episodes of the expert the dataset was collected with, no action noise, episode i under the
+    intervention of class classes[i] (class_table); rows [E·T] as in collect(), plus aux and episode_returns.
+    Goals and seeds from default_rng([seed, 2])."""
+    cfg = _config(spec)
+    table = spec["class_table"]
+    classes = np.asarray(classes, dtype=np.int64)
+    if len(classes) == 0 or classes.min() < 0 or classes.max() >= len(table):
+        raise ValueError(f"expert episodes need classes in [0, {len(table)}), got {classes.tolist()}")
+    rng = np.random.default_rng([seed, 2])
+    E, T = len(classes), cfg["episode_len"]
+    out = run_episodes(cfg["task"], cfg["skip_frame"], T, [table[c] for c in classes], rng.integers(0, 2**31 - 1, E),
+                       [("policy", reference_policy(spec, "expert", seed), 0.0)], np.zeros(E, int), 10, record=True,
+                       env_seed=seed)
+    returns = out["rew"].astype(np.float64).sum(1)
+    flat = lambda x: x.reshape(E * T, *x.shape[2:])  # noqa: E731
+    return {"observations": flat(out["obs"][:, :-1]), "actions": flat(out["act"]),
+            "next_observations": flat(out["obs"][:, 1:]), "rewards": flat(out["rew"]), "aux": np.repeat(classes, T),
+            "episode_returns": np.repeat(returns, T).astype(np.float32)}
+
+
 def reference_policy(spec: dict, kind: str, seed: int) -> Callable:
     """'expert': the expert the dataset was collected with (shipped PPO or its snapshot); 'random': uniform."""
     if kind == "random":

@@ -267,6 +267,25 @@ def rollout(spec: dict, policy: Callable, split: str, classes: Sequence[int], ep
     return {"returns": out["returns"], "episode_classes": ep_classes}
 
 
+def expert_episodes(spec: dict, classes: Sequence[int], seed: int) -> dict:
+    """Whole 1000-step episodes of the expert reference (the most trained behaviour snapshot), episode i under the
+    perturbation class classes[i]; rows [E·T] as in collect(), plus aux and episode_returns. Task seeds and
+    perturbations come from seed 20_000 + `seed`, apart from data seeds (small) and evaluation (10_000)."""
+    name = spec["env_id"].partition(":")[2]
+    classes = np.asarray(classes, dtype=np.int64)
+    n = len(spec["class_table"]["mean"])
+    if len(classes) == 0 or classes.min() < 0 or classes.max() >= n:
+        raise ValueError(f"expert episodes need classes in [0, {n}), got {classes.tolist()}")
+    stream, E, T = 20_000 + seed, len(classes), EPISODE_LEN
+    out = run_episodes(name, [reference_policy(spec, "expert", seed)], spec["class_table"], classes,
+                       np.zeros(E, int), (stream * 1_000_003 + np.arange(E)) % 2**32, stream, 25, record=True)
+    returns = out["rew"].astype(np.float64).sum(1)
+    flat = lambda x: x.reshape(E * T, *x.shape[2:])  # noqa: E731
+    return {"observations": flat(out["obs"][:, :-1]), "actions": flat(out["act"]),
+            "next_observations": flat(out["obs"][:, 1:]), "rewards": flat(out["rew"]), "exogenous": flat(out["eps"]),
+            "aux": np.repeat(classes, T), "episode_returns": np.repeat(returns, T).astype(np.float32)}
+
+
 def reference_policy(spec: dict, kind: str, seed: int) -> Callable:
     """'expert': the last (most trained) behaviour snapshot recorded in the dataset; 'random': uniform actions."""
     low, high = np.asarray(spec["action_low"]), np.asarray(spec["action_high"])

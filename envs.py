@@ -2,7 +2,7 @@
 
 An env id names a backend and a task: `toy` (toy_env.py, OILCA §5.1), `dmc:<domain>-<task>` (dmc_env.py, DeepMind
 Control, §5.2), `cw:<task>` (cw_env.py, CausalWorld, §5.3) or `gym:<EnvId>` (gym_env.py, the gymnasium env of a
-dataset imported from Minari by minari_import.py). Every backend module provides the same four functions:
+dataset imported from Minari by minari_import.py). Every backend module provides the same five functions:
 
     collect(cfg, name, seed)                         -> {"arrays", "returns", "classes", "policy_ids", "behaviors",
                                                          "spec", "rng"}   (collect_data.py adds the D_E split)
@@ -10,6 +10,9 @@ dataset imported from Minari by minari_import.py). Every backend module provides
     rollout(spec, policy, split, classes, episodes, seed) -> {"returns" [E], "episode_classes" [E] or None,
                                                          "success" [E] (CausalWorld only)}
     reference_policy(spec, kind, seed)               -> obs [N, obs_dim] -> action [N, act_dim]  ("expert" or "random")
+    expert_episodes(spec, classes, seed)             -> rows [E·T] of whole expert episodes, episode i under classes[i]
+                                                        (observations, actions, next_observations, rewards, aux,
+                                                        episode_returns, and exogenous where the env knows it)
 
 `spec` is the env part of a dataset's metadata (`env_spec`), also stored in every policy artifact, so a policy can
 be rolled out with nothing but itself. Splits name what an evaluation runs on: `train` (the classes of c in the
@@ -106,3 +109,9 @@ def reference_policy(spec: dict, kind: str, seed: int) -> Callable:
     if kind not in ("expert", "random"):
         raise ValueError(f"unknown reference policy '{kind}': use expert or random")
     return backend_module(spec["env_id"]).reference_policy(spec, kind, seed)
+
+
+def expert_episodes(spec: dict, classes: Sequence[int], seed: int) -> dict:
+    """Whole episodes of the env's expert (reference_policy "expert") under the given classes of c, one per entry:
+    "true expert data", the control that augment.py --mode expert_data adds instead of counterfactual rows."""
+    return backend_module(spec["env_id"]).expert_episodes(spec, classes, seed)

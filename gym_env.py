@@ -91,6 +91,11 @@ def rollout(spec: dict, policy: Callable, split: str, classes: Sequence[int], ep
     return {"returns": returns, "episode_classes": None}
 
 
+def expert_episodes(spec: dict, classes, seed: int) -> dict:
+    """A gymnasium env of imported data has no expert to collect with."""
+    raise ValueError(f"{spec['env_id']} has no expert policy to collect true expert episodes with")
+
+
 def reference_policy(spec: dict, kind: str, seed: int) -> Callable:
     """'random': uniform actions within the bounds; a gymnasium env has no expert of its own."""
     if kind == "expert":

@@ -64,7 +64,24 @@ import envs
 
 REPO = os.path.dirname(os.path.abspath(__file__))
 BASELINES = ("oril", "bcnd", "lobsdice", "oril_ca", "bcnd_ca")
-METHODS = ("bc_exp", "bc_all", "dwbc", "oilca") + BASELINES
+# OILCA variants: which policy labels the augmented rows (the sampler axis) and the controls that isolate each part
+SAMPLERS = ("oilca_bc_all", "oilca_dwbc", "oilca_oracle", "oilca_selected")
+CONTROLS = ("oilca_oracle", "dwbc_expert_data", "oilca_authors", "oilca_copy")
+GROUPS = {"baselines": BASELINES, "samplers": SAMPLERS, "controls": CONTROLS}
+# method -> how its dataset is made from D_all: augment.py flags, the sampler policy (a method whose seed-k policy
+# labels seed k's rows; "selected": select_sampler.py's choice), whether the iVAE is used, extra train_dwbc.py flags
+VARIANTS = {
+    "oilca": dict(sampler="bc_exp"),
+    "oilca_bc_all": dict(sampler="bc_all"),
+    "oilca_dwbc": dict(sampler="dwbc"),
+    "oilca_selected": dict(sampler="selected"),
+    "oilca_oracle": dict(flags=("--labels", "oracle")),
+    "oilca_copy": dict(sampler="bc_exp", flags=("--mode", "copy"), ivae=False),
+    "oilca_authors": dict(flags=("--mode", "reconstruct"), own_sampler=True, train=("--adaptive-eta",)),
+    "dwbc_expert_data": dict(flags=("--mode", "expert_data"), ivae=False),
+}
+METHODS = ("bc_exp", "bc_all", "dwbc", "oilca") + BASELINES + tuple(m for m in VARIANTS if m != "oilca")
+SELECT_CANDIDATES = ("bc_exp", "bc_all", "dwbc")  # the samplers select_sampler.py chooses among
 SAC_SNAPSHOTS = (10_000, 30_000, 60_000, 100_000, 200_000)  # train_behavior.py's default --snapshot-steps
 PRESETS = {  # per benchmark: the defaults of every Args field left as None, and fixed flags
     "toy": dict(methods=METHODS[:4], seeds=(0, 1, 2, 3, 4), steps=5000, episodes=100, ivae_steps=10000,
@@ -84,7 +101,9 @@ class Args:
     benchmark: str = "toy"
     """toy, dmc:<domain>-<task> or cw:<task>"""
     methods: Optional[Tuple[str, ...]] = None
-    """trainers to run (`baselines` = oril bcnd lobsdice oril_ca bcnd_ca); toy: bc_exp bc_all dwbc oilca, others: all"""
+    """methods to run; groups: `baselines` = oril bcnd lobsdice oril_ca bcnd_ca, `samplers` = oilca_bc_all oilca_dwbc
+    oilca_oracle oilca_selected, `controls` = oilca_oracle dwbc_expert_data oilca_authors oilca_copy; toy: bc_exp
+    bc_all dwbc oilca, others: bc_exp bc_all dwbc oilca and the baselines"""
     seeds: Optional[Tuple[int, ...]] = None
     """training seeds (toy: 0-4, dmc/cw: 0-2)"""
     steps: Optional[int] = None
@@ -99,6 +118,13 @@ class Args:
     """further OILCA ratios (method oilca_r<ratio>) for Fig. 5 (toy: 0.1 1.0; others: none)"""
     fig5_seeds: Optional[Tuple[int, ...]] = None
     """seeds of the Fig. 5 runs (toy: 0 1)"""
+    sweep_methods: Tuple[str, ...] = ("oilca",)
+    """the methods run at every --fig5-ratios (as <method>_r<ratio>), e.g. oilca dwbc_expert_data for Table 8's
+    augmented-vs-true-expert-data curve"""
+    data_seed: int = 0
+    """collect_data.py --seed: another draw of the dataset (and of D_E) goes to <slug>_d<seed> (data/, runs/, results/)"""
+    select_folds: int = 3
+    """oilca_selected: folds of D_E episodes in the offline sampler selection (cv_split.py, select_sampler.py)"""
     references: bool = True
     """also evaluate the reference expert and random policies"""
     data_episodes: Optional[int] = None
@@ -158,7 +184,8 @@ def resolve(args: Args) -> Tuple[Args, dict]:
         backend, task = envs.parse_env_id(args.benchmark)
     except ValueError as e:
         raise SystemExit(f"error: --benchmark: {e}")
-    preset = dict(PRESETS[backend], kind=backend, task=task, slug=backend + ("_" + task if task else ""))
+    slug = backend + ("_" + task if task else "") + (f"_d{args.data_seed}" if args.data_seed else "")
+    preset = dict(PRESETS[backend], kind=backend, task=task, slug=slug)
     for key, value in preset.items():
         if getattr(args, key, 0) is None:
             setattr(args, key, value)
@@ -166,7 +193,8 @@ def resolve(args: Args) -> Tuple[Args, dict]:
         checks.fields(args, seeds=checks.SEED, steps=checks.COUNT, episodes=checks.COUNT, ivae_steps=checks.COUNT,
                       ratio=checks.Real(0, 100), fig5_ratios=checks.Real(0, 100), fig5_seeds=checks.SEED,
                       data_episodes=checks.COUNT, sac_steps=checks.COUNT, act_eps=checks.OPEN_UNIT, jobs=checks.COUNT,
-                      threads=checks.COUNT, gpus=checks.NON_NEGATIVE)
+                      threads=checks.COUNT, gpus=checks.NON_NEGATIVE, data_seed=checks.SEED,
+                      select_folds=checks.Int(2, 1000))
         for name in ("collect_flags", "ivae_flags", "train_flags"):
             try:
                 shlex.split(getattr(args, name))
@@ -176,10 +204,14 @@ def resolve(args: Args) -> Tuple[Args, dict]:
         raise SystemExit(f"error: {e}")
     if args.threads is None:  # --jobs processes at a time share the cores
         args.threads = max(1, cpu_cores() // max(1, args.jobs))
-    args.methods = tuple(m for name in args.methods for m in (BASELINES if name == "baselines" else (name,)))
+    args.methods = tuple(dict.fromkeys(m for name in args.methods for m in GROUPS.get(name, (name,))))
     unknown = set(args.methods) - set(METHODS)
     if unknown:
-        raise SystemExit(f"error: unknown methods {sorted(unknown)}: choose from {' '.join(METHODS)} baselines")
+        raise SystemExit(f"error: unknown methods {sorted(unknown)}: choose from {' '.join(METHODS)} "
+                         f"{' '.join(GROUPS)}")
+    if set(args.sweep_methods) - set(VARIANTS):
+        raise SystemExit(f"error: --sweep-methods: {sorted(set(args.sweep_methods) - set(VARIANTS))} are not "
+                         f"augmented methods ({' '.join(VARIANTS)})")
     return args, preset
 
 
@@ -202,7 +234,7 @@ def build(args: Args, p: dict) -> List[Job]:
         jobs.append(Job(name, stage, list(map(str, argv)), list(inputs), list(outputs), gpus=gpus,
                         log=path(runs, "logs", name + ".log"), record=path(runs, ".jobs", name + ".json")))
 
-    collect = ["collect_data.py", "--env", args.benchmark, "--out", data, "--seed", 0]
+    collect = ["collect_data.py", "--env", args.benchmark, "--out", data, "--seed", args.data_seed]
     snapshots = []
     if p["kind"] == "dmc":
         sac = path(runs, "sac")
@@ -219,52 +251,97 @@ def build(args: Args, p: dict) -> List[Job]:
         add("returns_hist", "collect", ["scripts/return_hist.py", "--dataset", data, "--out",
                                         path(res, "returns_hist.png")], [data], [path(res, "returns_hist.png")])
 
-    # augmented datasets: the main ratio for OILCA and the +CA baselines, the Fig. 5 ratios on their seeds
-    uses_aug = any(m in ("oilca", "oril_ca", "bcnd_ca") for m in args.methods)
-    ratios = {s: ([args.ratio] if uses_aug else []) + [r for r in args.fig5_ratios if s in args.fig5_seeds]
-              for s in args.seeds}
-    aug = lambda r, s: path("data", f"{slug}_aug_r{r}_s{s}.npz")
+    # augmented datasets: per OILCA variant (VARIANTS), the main ratio on every seed (the +CA baselines use OILCA's),
+    # and the Fig. 5 / Table 8 ratios of the --sweep-methods on their seeds
+    main_r = lambda m: m in args.methods or (m == "oilca" and any(b.endswith("_ca") for b in args.methods))  # noqa: E731
+    wanted = {}  # (method, seed) -> [ratios]
+    for m in VARIANTS:
+        for seed in args.seeds:
+            rs = ([args.ratio] if main_r(m) else []) + [r for r in args.fig5_ratios if m in args.sweep_methods
+                                                        and seed in args.fig5_seeds and r != args.ratio]
+            if rs:
+                wanted[(m, seed)] = rs
+    aug = lambda m, r, s: path("data", f"{slug}_aug{'' if m == 'oilca' else '_' + m}_r{r}_s{s}.npz")  # noqa: E731
     ivae = path(runs, "ivae", "ivae.pt")
-    if any(ratios.values()):
+    if any(VARIANTS[m].get("ivae", True) for m, _ in wanted):
         add("ivae", "ivae", ["train_ivae.py", "--dataset", data, "--out-dir", os.path.dirname(ivae), "--seed", 0,
                              "--total-steps", args.ivae_steps, *threads, *p["ivae_flags"],
                              *shlex.split(args.ivae_flags), *cuda, "--force"],
             [data], [ivae, path(runs, "ivae", "metrics.json")], gpus=args.gpus)
 
-    def train(name, stage, seed, script, dataset, *flags, method=None):
+    def train(name, stage, seed, script, dataset, *flags, method=None, evals=True):
         out, result = path(runs, name), path(res, f"{name}_{{split}}.json")
         argv = [script, "--dataset", dataset, *flags, "--seed", seed, "--total-steps", args.steps]
-        argv += (["--method", method] if method else []) + ["--out-dir", out, "--final-eval-episodes", args.episodes,
-                                                             "--final-eval", result, *p["eval_flags"]]
+        argv += (["--method", method] if method else []) + ["--out-dir", out]
+        argv += ["--final-eval-episodes", args.episodes, "--final-eval", result, *p["eval_flags"]] if evals else \
+            ["--eval-every", 0, "--eval-episodes", 0]
         argv += (["--act-eps", args.act_eps] if args.act_eps is not None and script != "train_bcnd.py" else [])
         argv += threads
+        outputs = [result.replace("{split}", sp) for sp in p["splits"]] if evals else []
         add(name, stage, argv + [*shlex.split(args.train_flags), *cuda], [dataset],
-            [os.path.join(out, "policy.pt")] + [result.replace("{split}", sp) for sp in p["splits"]], gpus=args.gpus)
+            [os.path.join(out, "policy.pt")] + outputs, gpus=args.gpus)
 
-    for seed in args.seeds:
+    samplers = {VARIANTS[m].get("sampler") for m, _ in wanted}
+    for seed in args.seeds:  # BC-exp / BC-all: methods, samplers, and the selection's candidates
         for kind in ("expert", "all"):
             name = "bc_" + kind.replace("expert", "exp")
-            if name in args.methods or (kind == "expert" and ratios[seed]):
+            if name in args.methods or name in samplers or "selected" in samplers:
                 train(f"{name}_s{seed}", "bc", seed, "train_bc.py", data, "--data", kind)
     for seed in args.seeds:
-        sampler = path(runs, f"bc_exp_s{seed}", "policy.pt")
-        for r in ratios[seed]:
-            if not any(j.name == f"augment_r{r}_s{seed}" for j in jobs):
-                add(f"augment_r{r}_s{seed}", "augment", ["augment.py", "--dataset", data, "--ivae", ivae, "--sampler",
-                    sampler, "--ratio", r, "--seed", seed, "--out", aug(r, seed), *threads], [data, ivae, sampler],
-                    [aug(r, seed)])
-    for seed in args.seeds:
-        if "dwbc" in args.methods:
+        if "dwbc" in args.methods or "dwbc" in samplers or "selected" in samplers:
             train(f"dwbc_s{seed}", "dwbc_oilca", seed, "train_dwbc.py", data)
-        if "oilca" in args.methods:
-            train(f"oilca_s{seed}", "dwbc_oilca", seed, "train_dwbc.py", aug(args.ratio, seed))
+    if "selected" in samplers:  # the offline sampler selection: K folds of D_E episodes, each candidate per fold
+        K, cand = args.select_folds, SELECT_CANDIDATES
+        fold = lambda k: path("data", f"{slug}_cv{K}_f{k}.npz")  # noqa: E731
+        held = lambda k: path("data", f"{slug}_cv{K}_f{k}_heldout.npz")  # noqa: E731
+        for k in range(K):
+            add(f"cv_split_f{k}", "select", ["cv_split.py", "--dataset", data, "--folds", K, "--fold", k, "--seed", 0,
+                                             "--out", fold(k), "--heldout-out", held(k)], [data], [fold(k), held(k)])
+            for c in cand:
+                script, flags = ("train_dwbc.py", ()) if c == "dwbc" else ("train_bc.py", ("--data", c[3:].replace("exp", "expert")))
+                train(f"select_{c}_f{k}", "select", 0, script, fold(k), *flags, evals=False)
+        selected = [path(runs, f"sampler_selected_s{s}", "policy.pt") for s in args.seeds]
+        add("select_sampler", "select",
+            ["select_sampler.py", "--dataset", data, "--folds", K, "--candidates", *cand,
+             "--fold-dataset", path("data", f"{slug}_cv{K}_f{{fold}}.npz"),
+             "--heldout", path("data", f"{slug}_cv{K}_f{{fold}}_heldout.npz"),
+             "--fold-policy", path(runs, "select_{candidate}_f{fold}", "policy.pt"),
+             "--full-policy", path(runs, "{candidate}_s{seed}", "policy.pt"), "--seeds", *args.seeds,
+             "--out", path(res, "sampler_selection.json"),
+             "--out-policy", path(runs, "sampler_selected_s{seed}", "policy.pt")],
+            [data] + [f for k in range(K) for f in (fold(k), held(k))]
+            + [path(runs, f"select_{c}_f{k}", "policy.pt") for c in cand for k in range(K)]
+            + [path(runs, f"{c}_s{s}", "policy.pt") for c in cand for s in args.seeds],
+            selected + [path(res, "sampler_selection.json")])
+    for (m, seed), rs in wanted.items():
+        v = VARIANTS[m]
+        for r in rs:
+            name = "augment" + ("" if m == "oilca" else "_" + m) + f"_r{r}_s{seed}"
+            argv, inputs = ["augment.py", "--dataset", data], [data]
+            if v.get("ivae", True):
+                argv += ["--ivae", ivae]
+                inputs.append(ivae)
+            if v.get("sampler"):
+                src = "sampler_selected" if v["sampler"] == "selected" else v["sampler"]
+                inputs.append(path(runs, f"{src}_s{seed}", "policy.pt"))
+                argv += ["--sampler", inputs[-1]]
+            argv += ["--ratio", r, "--seed", seed, "--out", aug(m, r, seed), *threads, *v.get("flags", ())]
+            outputs = [aug(m, r, seed)]
+            if v.get("own_sampler"):
+                outputs.append(path(runs, f"sampler_{m}_r{r}_s{seed}", "policy.pt"))
+                argv += ["--sampler-out", outputs[-1]]
+            add(name, "augment", argv, inputs, outputs)
+    for (m, seed), rs in wanted.items():
+        for r in rs:
+            if m in args.methods or r != args.ratio:
+                name = m + ("" if r == args.ratio else f"_r{r}")
+                stage = "dwbc_oilca" if r == args.ratio else "fig5_ratios"
+                train(f"{name}_s{seed}", stage, seed, "train_dwbc.py", aug(m, r, seed), *VARIANTS[m].get("train", ()),
+                      method=None if name == "oilca" else name)
     for seed in args.seeds:
         for m in (m for m in BASELINES if m in args.methods):
-            dataset = aug(args.ratio, seed) if m.endswith("_ca") else data
+            dataset = aug("oilca", args.ratio, seed) if m.endswith("_ca") else data
             train(f"{m}_s{seed}", "baselines", seed, f"train_{m.replace('_ca', '')}.py", dataset)
-    for seed in args.fig5_seeds:
-        for r in (args.fig5_ratios if seed in args.seeds else ()):
-            train(f"oilca_r{r}_s{seed}", "fig5_ratios", seed, "train_dwbc.py", aug(r, seed), method=f"oilca_r{r}")
     for ref in ("expert", "random") if args.references else ():
         result = path(res, f"reference_{ref}_{{split}}.json")
         add(f"reference_{ref}", "references", ["evaluate.py", "--reference", ref, "--env-dataset", data, "--split",

@@ -358,6 +358,31 @@ def rollout(spec: dict, policy: Callable, split: str, classes: Sequence[int], ep
     return {"returns": returns, "episode_classes": ep_classes}
 
 
+def expert_episodes(spec: dict, classes: Sequence[int], seed: int) -> dict:
+    """Whole episodes of the env's expert (the goal-seeking controller, no action noise), episode i under class
+    classes[i]; rows [E·T] of observations, actions, next_observations, rewards, exogenous (the true u), aux and
+    episode_returns. Draws from default_rng([seed, 2]), a stream no dataset or evaluation uses."""
+    env = make_env(spec)
+    classes = np.asarray(classes, dtype=np.int64)
+    if len(classes) == 0 or classes.min() < 0 or classes.max() >= env.n_classes:
+        raise ValueError(f"expert episodes need classes in [0, {env.n_classes}), got {classes.tolist()}")
+    rng = np.random.default_rng([seed, 2])
+    E, T = len(classes), env.config.episode_len
+    obs, act, nxt = (np.zeros((E, T, DIM)) for _ in range(3))
+    rew, exo = np.zeros((E, T)), np.zeros((E, T, DIM))
+    s = env.sample_start(E, rng)
+    for t in range(T):
+        a = env.expert_action(s)
+        u = env.sample_u(classes, rng)
+        s_next = env.transition(s, a, u)
+        obs[:, t], act[:, t], nxt[:, t], exo[:, t], rew[:, t] = s, a, s_next, u, env.reward(s_next)
+        s = s_next
+    returns = rew.sum(1)
+    flat = lambda x: x.reshape(E * T, *x.shape[2:]).astype(np.float32)  # noqa: E731
+    return {"observations": flat(obs), "actions": flat(act), "next_observations": flat(nxt), "rewards": flat(rew),
+            "exogenous": flat(exo), "aux": np.repeat(classes, T), "episode_returns": np.repeat(returns, T).astype(np.float32)}
+
+
 def reference_policy(spec: dict, kind: str, seed: int) -> Callable:
     """'expert': the goal-seeking controller; 'random': uniform actions."""
     env = make_env(spec)

@@ -109,3 +109,75 @@ def test_errors(augmented, tiny_dataset, tiny_ivae, tmp_path):
     with pytest.raises(contract.ContractError, match="D_E is empty"):
         augment.main(augment.Args(dataset=no_expert, ivae=tiny_ivae, out=str(tmp_path / "x.npz")))
     assert not (tmp_path / "x.npz").exists()
+
+
+# ------------------------------------------------------------------------------------------------- controls
+def test_oracle_labels_are_the_env_experts_actions(augmented, tiny_dataset, tiny_ivae, tmp_path):
+    import envs
+
+    args = augment.Args(dataset=tiny_dataset, ivae=tiny_ivae, out=str(tmp_path / "oracle.npz"), labels="oracle",
+                        ratio=0.4, posterior="mean", seed=1)
+    augment.main(args)
+    aug, ref = contract.load_dataset(args.out), contract.load_dataset(augmented.out)
+    new = aug["augmented"]
+    expert = envs.reference_policy(envs.env_spec(aug["metadata"]), "expert", 0)
+    np.testing.assert_allclose(aug["actions"][new], expert(aug["observations"][new]), atol=1e-6)
+    # the same counterfactual states as the method's run with the same seed: only the labels differ
+    np.testing.assert_array_equal(aug["observations"][new], ref["observations"][ref["augmented"]])
+    assert np.abs(aug["actions"][new] - ref["actions"][ref["augmented"]]).mean() > 1e-3
+    assert not (tmp_path / "runs").exists()  # no sampler is trained or written
+
+
+def test_copy_mode_uses_the_partners_own_next_state(augmented, tiny_dataset, tmp_path):
+    args = augment.Args(dataset=tiny_dataset, ivae=str(tmp_path / "no_such_ivae.pt"), out=str(tmp_path / "copy.npz"),
+                        mode="copy", sampler=augmented.sampler_out, ratio=0.4, seed=1)
+    augment.main(args)  # no iVAE is read
+    raw, aug, cf = (contract.load_dataset(p) for p in (tiny_dataset, args.out, augmented.out))
+    new = aug["augmented"]
+    partner = aug["aug_partner"][new]
+    np.testing.assert_array_equal(partner, cf["aug_partner"][cf["augmented"]])  # the counterfactual run's partners
+    assert not raw["expert"][partner].any()
+    np.testing.assert_array_equal(aug["observations"][new], raw["next_observations"][partner])
+    sampler = contract.build_policy(contract.load_policy(augmented.sampler_out))
+    np.testing.assert_allclose(aug["actions"][new], sampler(aug["observations"][new]), atol=1e-6)
+    ends = raw["timeouts"][partner] | raw["terminals"][partner]
+    nxt = aug["next_observations"][new]
+    np.testing.assert_array_equal(nxt[~ends], raw["next_observations"][partner[~ends] + 1])
+    np.testing.assert_array_equal(nxt[ends], aug["observations"][new][ends])
+
+
+def test_expert_data_mode_adds_real_expert_rows(tiny_dataset, tmp_path):
+    import toy_env
+
+    args = augment.Args(dataset=tiny_dataset, ivae=str(tmp_path / "no_such_ivae.pt"), out=str(tmp_path / "exp.npz"),
+                        mode="expert_data", ratio=0.4, seed=3)
+    augment.main(args)
+    raw, aug = contract.load_dataset(tiny_dataset), contract.load_dataset(args.out)
+    new = aug["augmented"]
+    n_e, n_u = raw["expert"].sum(), (~raw["expert"]).sum()
+    assert new.sum() == int(round(0.4 * n_u)) - n_e  # the same count as the counterfactual rows
+    env = toy_env.make_env(envs_spec := aug["metadata"])
+    s, a, s2, u = (aug[k][new].astype(np.float64) for k in ("observations", "actions", "next_observations", "exogenous"))
+    np.testing.assert_allclose(a, env.expert_action(s), atol=1e-5)  # the controller's actions
+    np.testing.assert_allclose(s2, env.transition(s, a, u), atol=1e-5)  # real transitions under the stored u
+    np.testing.assert_allclose(aug["rewards"][new], env.reward(s2), atol=1e-5)
+    assert set(aug["aux"][new]) <= set(raw["aux"][raw["expert"]])  # classes of c that D_E shows
+    assert (aug["aug_source"][new] == -1).all() and (aug["aug_partner"][new] == -1).all()
+    assert envs_spec["augmentation"]["mode"] == "expert_data"
+    again = augment.Args(**{**args.__dict__, "out": str(tmp_path / "exp2.npz")})
+    augment.main(again)
+    np.testing.assert_array_equal(contract.load_dataset(again.out)["observations"], aug["observations"])  # seeded
+
+
+def test_control_flags_that_do_not_fit_are_refused(augmented, tiny_dataset, tiny_ivae, tmp_path):
+    out = str(tmp_path / "x.npz")
+    with pytest.raises(ValueError, match="--sampler: not used"):
+        augment.main(augment.Args(dataset=tiny_dataset, ivae=tiny_ivae, out=out, labels="oracle",
+                                  sampler=augmented.sampler_out))
+    with pytest.raises(ValueError, match="--sampler: not used"):
+        augment.main(augment.Args(dataset=tiny_dataset, out=out, mode="expert_data", sampler=augmented.sampler_out))
+    with pytest.raises(ValueError, match="--labels oracle: only with"):
+        augment.main(augment.Args(dataset=tiny_dataset, ivae=tiny_ivae, out=out, labels="oracle", mode="reconstruct"))
+    with pytest.raises(ValueError, match="--label sample"):
+        augment.main(augment.Args(dataset=tiny_dataset, ivae=tiny_ivae, out=out, labels="oracle", label="sample"))
+    assert not (tmp_path / "x.npz").exists()

@@ -168,3 +168,17 @@ def test_evaluate_cli_on_spaces_a_and_b(tiny_cw, tmp_path):
     proc = run("evaluate.py", "--reference", "random", "--env-dataset", tiny_cw, "--space", "B", "--episodes", "1",
                "--out", str(tmp_path / "rand.json"))
     assert json.load(open(tmp_path / "rand.json"))["split"] == "B"
+
+
+def test_expert_episodes_follow_the_class_interventions(tiny_cw):
+    """envs.expert_episodes (augment.py --mode expert_data): the dataset's expert, no action noise, one episode per
+    class of c given."""
+    import envs
+
+    spec = envs.env_spec(contract.load_dataset(tiny_cw)["metadata"])
+    rows = envs.expert_episodes(spec, [1, 2], seed=0)
+    assert rows["observations"].shape == (2 * 12, 56) and rows["aux"].tolist() == [1] * 12 + [2] * 12
+    expert = envs.reference_policy(spec, "expert", 0)
+    np.testing.assert_allclose(rows["actions"], np.clip(expert(rows["observations"]), -1, 1), atol=1e-5)
+    np.testing.assert_array_equal(rows["observations"][1:12], rows["next_observations"][:11])
+    assert rows["episode_returns"][0] == pytest.approx(rows["rewards"][:12].sum(), rel=1e-5)

@@ -150,3 +150,25 @@ def test_import_and_collect_without_gl(tmp_path, mujoco_gl):
     proc = run("-c", NO_GL, out, unset=("MUJOCO_GL",), env={"MUJOCO_GL": mujoco_gl} if mujoco_gl else None)
     assert "renderer off EGL False OSMesa False" in proc.stdout, proc.stdout
     assert len(contract.load_dataset(out)["rewards"]) == 1000
+
+
+def test_expert_episodes_are_the_snapshot_acting_under_the_given_classes(dmc_dataset):
+    """envs.expert_episodes (augment.py --mode expert_data): whole episodes of the most trained snapshot, each under
+    its class's perturbation, replayable from their own task seeds."""
+    import envs
+
+    spec = envs.env_spec(contract.load_dataset(dmc_dataset[0])["metadata"])
+    rows = envs.expert_episodes(spec, [2, 0], seed=1)
+    T = dmc_env.EPISODE_LEN
+    assert rows["observations"].shape == (2 * T, spec["obs_dim"]) and rows["aux"].tolist() == [2] * T + [0] * T
+    expert = contract.build_policy(contract.load_policy(dmc_dataset[1][-1]))  # step_300: the last snapshot
+    np.testing.assert_allclose(rows["actions"][:20], np.clip(expert(rows["observations"][:20]), -1, 1), atol=1e-5)
+    np.testing.assert_array_equal(rows["observations"][1:T], rows["next_observations"][:T - 1])
+    env = dmc_env.load_env(TASK, 0)
+    env.task.random.seed((20_001 * 1_000_003 + 1) % 2**32)  # episode 1 of stream 20_000 + seed
+    np.testing.assert_allclose(dmc_env.flatten(env.reset().observation), rows["observations"][T], atol=1e-5)
+    for i in range(T, T + 20):
+        ts = env.step(np.clip(rows["actions"][i] + rows["exogenous"][i], -1, 1))
+        np.testing.assert_allclose(dmc_env.flatten(ts.observation), rows["next_observations"][i], atol=1e-4)
+    with pytest.raises(ValueError, match="classes in"):
+        envs.expert_episodes(spec, [5], seed=1)

@@ -112,6 +112,43 @@ def test_toy_defaults_are_the_main_jobs_commands(two_cores):
     assert all(cmds[j].endswith(" --threads 1") for j in ("oril_s0", "bcnd_s0", "lobsdice_s0", "oril_ca_s0"))
 
 
+def test_controls_samplers_selection_sweep_and_data_draws_are_jobs_of_the_grid(two_cores):
+    cmds = commands(methods=("oilca", "controls", "samplers"), seeds=(0, 1), fig5_ratios=(2.0,), fig5_seeds=(1,),
+                    sweep_methods=("oilca", "dwbc_expert_data"), data_seed=2)
+    d, r = "data/toy_d2", "runs/toy_d2"
+    assert cmds["collect"].startswith(f"collect_data.py --env toy --out {d}.npz --seed 2 ")
+    # each control: its own augmented dataset and flags, trained by train_dwbc.py under its own name
+    aug = lambda m, s, ratio=0.5: cmds[f"augment_{m}_r{ratio}_s{s}"]  # noqa: E731
+    assert aug("oilca_oracle", 1).endswith("--threads 1 --labels oracle") and "--sampler" not in aug("oilca_oracle", 1)
+    assert f"--sampler {r}/bc_exp_s0/policy.pt" in aug("oilca_copy", 0) and "--ivae" not in aug("oilca_copy", 0)
+    assert aug("oilca_copy", 0).endswith("--mode copy")
+    assert aug("dwbc_expert_data", 0).endswith("--mode expert_data") and "--ivae" not in aug("dwbc_expert_data", 0)
+    assert aug("oilca_authors", 1).endswith(f"--mode reconstruct --sampler-out {r}/sampler_oilca_authors_r0.5_s1/policy.pt")
+    assert cmds["oilca_authors_s1"].startswith(f"train_dwbc.py --dataset {d}_aug_oilca_authors_r0.5_s1.npz --adaptive-eta ")
+    assert f"--sampler {r}/bc_all_s1/policy.pt" in aug("oilca_bc_all", 1)
+    assert f"--sampler {r}/dwbc_s0/policy.pt" in aug("oilca_dwbc", 0)
+    assert f"--sampler {r}/sampler_selected_s1/policy.pt" in aug("oilca_selected", 1)
+    for m in ("oilca_oracle", "oilca_copy", "oilca_authors", "dwbc_expert_data", "oilca_bc_all", "oilca_dwbc",
+              "oilca_selected"):
+        assert f" --method {m} --out-dir {r}/{m}_s0 " in cmds[f"{m}_s0"]
+    # the selection: K folds of D_E, each candidate trained on each fold without rollouts, then one choice
+    assert cmds["cv_split_f2"] == (f"cv_split.py --dataset {d}.npz --folds 3 --fold 2 --seed 0 --out {d}_cv3_f2.npz "
+                                   f"--heldout-out {d}_cv3_f2_heldout.npz")
+    assert cmds["select_dwbc_f1"].startswith(f"train_dwbc.py --dataset {d}_cv3_f1.npz --seed 0 ")
+    assert "--eval-every 0 --eval-episodes 0" in cmds["select_bc_all_f0"] and "final-eval" not in cmds["select_bc_all_f0"]
+    assert "--candidates bc_exp bc_all dwbc" in cmds["select_sampler"] and "--seeds 0 1" in cmds["select_sampler"]
+    # the Table 8 sweep: both swept methods at the extra ratio on the sweep seeds only
+    assert {n for n in cmds if "_r2.0_" in n} == {"augment_r2.0_s1", "oilca_r2.0_s1", "augment_dwbc_expert_data_r2.0_s1",
+                                                  "dwbc_expert_data_r2.0_s1"}
+    assert "--method dwbc_expert_data_r2.0 " in cmds["dwbc_expert_data_r2.0_s1"]
+    jobs = runner.build(*runner.resolve(runner.Args(root=ROOT, methods=("samplers",), seeds=(0,))))
+    order = [j.name for j in jobs]
+    for j in jobs:  # topological: every dependency comes first (plan() relies on it)
+        assert all(order.index(dep) < order.index(j.name) for dep in j.deps), j.name
+    with pytest.raises(SystemExit, match="not augmented methods"):
+        runner.resolve(runner.Args(sweep_methods=("dwbc",)))
+
+
 def test_threads_share_the_cores_among_the_jobs(monkeypatch, capsys):
     monkeypatch.setattr(runner, "cpu_cores", lambda: 8)
     for jobs, threads in ((2, 4), (3, 2), (16, 1)):
