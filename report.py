@@ -1,23 +1,52 @@
-"""Rebuild the result table and figures from evaluate.py's JSON files alone (one file per method, seed, split).
+"""Rebuild the result tables and figures from evaluate.py's JSON files alone (one file per method, seed, split).
 
-Table: per method and split, the mean over seeds of each seed's mean episode return, ± the population std over
-seeds, and in brackets the 95% confidence interval of that mean (Student t: mean ± t_{0.975, n-1} · s / √n, s the
-sample std over seeds; no interval with one seed), then the number of seeds. The best learned method of each
-column is in bold (reference policies are not ranked).
-Fig. 4: returns per method, one panel per split (training classes of c and the held-out class, or CausalWorld's
-spaces A and B); each method X stands next to X+CA (hatched), bars are means over seeds, error bars 95% CIs,
-dots seeds. The y-axis is scaled to the methods: a reference policy that would squeeze them (typically random)
-is left off the axis and its value given in the legend.
-Fig. 5: OILCA's return against the size of the augmented expert set, |augmented D_E| / |D_U| (DWBC is the point
-with no augmented row), over the seeds that have every point, with BC-exp as a reference line.
+Input: a folder of result JSON (keys method, seed, split, env, returns: the per-episode returns; optional success,
+augmented_de_over_du, episodes, eval_seed); other JSON (timing.json, summary.json) is skipped. A seed's score is the
+mean of its episode returns. The reference runs are the methods reference_expert and reference_random.
 
-Usage: python report.py --results results/toy      writes table.md, fig4.png, fig5.png there and prints the table.
+Statistics (docs/statistics.md says exactly how each number is computed):
+- a cell is `mean ± s [lo, hi]` over training seeds: s the sample std (ddof=1), [lo, hi] the 95% percentile-bootstrap
+  interval of the mean (10,000 resamples of the seeds with replacement, generator seed 0, so the same files always
+  give the same text); one seed: the mean alone. A bootstrap over 3–5 seeds under-covers (the intervals are too
+  narrow); the header says so.
+- normalised score, per env and split: 100·(R − R_random)/(R_expert − R_random) from the reference runs in the folder.
+- probability of improvement P(X > Y) per split (rliable): the Mann–Whitney statistic of X's seed scores against Y's
+  (ties count 1/2), with a bootstrap interval that resamples X's and Y's seeds independently.
+- paired gap X − Y: the mean of the per-seed differences over the training seeds both methods have, bootstrap interval.
+- --aggregate, over several folders: per method the IQM (rliable: the mean of the middle 50% of all its (task, split,
+  seed) normalised scores, scipy.stats.trim_mean with 0.25 cut each side) and the mean, each with a stratified-bootstrap
+  interval (seeds resampled inside each (task, split)); P(X > Y) on returns, averaged over the (task, split) that both
+  methods have.
+
+Outputs of `--results F`, written into F:
+- table.md, per env (a folder with several envs gets one block per env, headed by the env id): returns, normalised
+  scores (when both references exist), P(X > Y) for the default pairs that exist (oilca vs dwbc, oril_ca vs oril,
+  bcnd_ca vs bcnd, every oilca_<x> vs oilca; more with --pairs), the paired gaps (oilca − dwbc, oilca − bc_exp,
+  oilca_bc_all − bc_all, oilca_dwbc − dwbc; more with --gaps) and CausalWorld's fractional success. Rows carry the
+  method id and a readable name; method order: MAIN_METHODS, then CONTROLS, each followed by its `_r<ratio>` variants.
+- summary.json: cells (env, split, method, name, metric, n, seeds, mean, std, ci, normalised {mean, std, ci} or null),
+  probability_of_improvement (env, split, x, y, p, ci, n_x, n_y), gaps (env, split, x, y, seeds, n, mean, std, ci).
+- fig4.png: returns per method, one panel per split, each X beside X+CA (hatched); bars means, error bars the
+  bootstrap intervals, dots seeds; a reference line that would squeeze the methods is left off the axis and named.
+- fig5.png: return against |augmented D_E| / |D_U| (each result's augmented_de_over_du; log axis), one panel per split,
+  one curve per family with two ratios or more (oilca and oilca_r*, dwbc_expert_data and its _r*, oilca_oracle and its
+  _r*), DWBC as the shared no-augmentation point, over the seeds every point of a curve has; BC-exp as a line.
+  With several envs the figures are fig4_<env>.png and fig5_<env>.png, one per env (in the env id, every run of
+  characters other than letters and digits becomes `_`: fig4_dmc_walker_stand.png).
+Outputs of `--aggregate F1 F2 ... --out A`: A/aggregate.md and A/aggregate.json (methods: iqm, iqm_ci, mean, mean_ci,
+runs, strata; probability_of_improvement: x, y, p, ci, strata; the strata used and those left out).
+
+Usage: python report.py --results results/toy      writes table.md, summary.json, fig4.png, fig5.png there and prints
+                                                   the table.
        python report.py --results results/toy --doc docs/toy.md
                                                    also puts the table between `<!-- report: results/toy -->` and
                                                    `<!-- /report -->` in docs/toy.md.
+       python report.py --aggregate results/toy results/dmc_cartpole-swingup --out results/aggregate
+                                                   (--doc markers then name the --out folder).
 Bad input (no result JSON, a file that is not valid JSON or not a valid result, a NaN or infinite number in one,
-two files for the same method, seed and split, a doc without the markers, an output that cannot be written) stops
-with one line on stderr naming the file, before anything is written.
+two files for the same env, method, seed and split, a doc without the markers, a malformed --pairs/--gaps, an
+output that cannot be written; for --aggregate also one env in two folders, or no env and split with both
+references) stops with one line on stderr naming the file or flag, before anything is written.
 """
 
 import glob
@@ -33,19 +62,37 @@ from typing import Tuple
 import numpy as np
 import tyro
 
+import checks
 import contract
 
 MAIN_METHODS = ("bc_exp", "bc_all", "oril", "bcnd", "lobsdice", "dwbc", "oril_ca", "bcnd_ca", "oilca")  # table order
+CONTROLS = ("oilca_bc_all", "oilca_dwbc", "oilca_oracle", "oilca_selected", "oilca_copy", "oilca_authors",
+            "dwbc_expert_data")  # control rows, after MAIN_METHODS
 # Fig. 4: each method X beside X+CA (the same learner on OILCA's augmented data; OILCA is DWBC+CA)
 FIG4_GROUPS = (("bc_exp",), ("bc_all",), ("oril", "oril_ca"), ("bcnd", "bcnd_ca"), ("lobsdice",), ("dwbc", "oilca"))
+FIG5_FAMILIES = ("oilca", "dwbc_expert_data", "oilca_oracle")  # Fig. 5: a curve per family with >= 2 ratios
 DISPLAY = {"bc_exp": "BC-exp", "bc_all": "BC-all", "oril": "ORIL", "oril_ca": "ORIL+CA", "bcnd": "BCND",
-           "bcnd_ca": "BCND+CA", "lobsdice": "LobsDICE", "dwbc": "DWBC", "oilca": "OILCA"}
+           "bcnd_ca": "BCND+CA", "lobsdice": "LobsDICE", "dwbc": "DWBC", "oilca": "OILCA",
+           "oilca_bc_all": "OILCA, BC-all labels", "oilca_dwbc": "OILCA, DWBC labels",
+           "oilca_oracle": "OILCA, oracle labels (env expert)", "oilca_selected": "OILCA, offline-selected sampler",
+           "oilca_copy": "no counterfactual (partner's own s′)",
+           "oilca_authors": "authors' path (reconstruct + adaptive η)", "dwbc_expert_data": "DWBC + true expert rows",
+           "reference_expert": "expert (reference)", "reference_random": "random (reference)"}
+RATIO = re.compile(r"^(?P<base>.+)_r(?P<ratio>\d+(?:\.\d*)?)$")  # `<method>_r<ratio>`: the same method at another ratio
+DEFAULT_PAIRS = (("oilca", "dwbc"), ("oril_ca", "oril"), ("bcnd_ca", "bcnd"))  # P(X > Y); + every oilca_<x> vs oilca
+DEFAULT_GAPS = (("oilca", "dwbc"), ("oilca", "bc_exp"), ("oilca_bc_all", "bc_all"), ("oilca_dwbc", "dwbc"))
 ALL_SPLITS = (("train", "in-distribution (training c)"), ("heldout", "out-of-distribution (held-out c)"),
               ("A", "space A (in-distribution)"), ("B", "space B (out-of-distribution)"))
 CI_LEVEL = 0.95
+N_RESAMPLES = 10_000  # bootstrap resamples per interval
+BOOT_SEED = 0  # every interval draws from np.random.default_rng(BOOT_SEED): the same inputs give the same text
+IQM_CUT = 0.25  # the IQM trims this fraction from each end (rliable)
 MIN_METHOD_FRACTION = 0.5  # Fig. 4: a reference line (or 0) joins the y-axis only if the methods still fill half of it
+NO_ENV = "env not recorded"
 DOC_OPEN = re.compile(r"^\s*<!--\s*report:\s*(.*?)\s*-->\s*$")
 DOC_CLOSE = re.compile(r"^\s*<!--\s*/report\s*-->\s*$")
+UNDER_COVERS = ("a percentile bootstrap over 3–5 seeds under-covers: its intervals are narrower than a 95% interval "
+                "should be, so read them as a description of these seeds, not as a guarantee")
 
 
 class ReportError(ValueError):
@@ -63,15 +110,69 @@ def _refuse_constant(name: str):
 @dataclass
 class Args:
     results: str = "results/toy"
-    """folder of evaluate.py's JSON files; the table and figures are written there"""
+    """folder of evaluate.py's JSON files; the tables, summary.json and figures are written there"""
     doc: Tuple[str, ...] = ()
-    """markdown docs whose text between `<!-- report: <results> -->` and `<!-- /report -->` is replaced by the table"""
+    """markdown docs whose text between `<!-- report: <results> -->` and `<!-- /report -->` is replaced by the table
+    (with --aggregate: `<!-- report: <out> -->`)"""
+    aggregate: Tuple[str, ...] = ()
+    """result folders to aggregate across tasks (IQM of normalised scores, P(X > Y)); --results is then unused"""
+    out: str = "results/aggregate"
+    """--aggregate only: the folder that gets aggregate.md and aggregate.json"""
+    pairs: Tuple[str, ...] = ()
+    """extra `x:y` method pairs for the probability of improvement P(x > y), after the default pairs"""
+    gaps: Tuple[str, ...] = ()
+    """extra `x:y` paired gaps x − y over the training seeds both have, after the default gaps"""
+    resamples: int = N_RESAMPLES
+    """bootstrap resamples per interval"""
 
 
 def present_splits(rows: list) -> tuple:
     """The splits that occur in the results, in the order of ALL_SPLITS (e.g. train/heldout or A/B)."""
     have = {r["split"] for r in rows}
     return tuple(s for s in ALL_SPLITS if s[0] in have)
+
+
+# ------------------------------------------------------------------------------------------------- methods
+def split_ratio(method: str):
+    """(base, ratio text or None): `oilca_r1.0` → ("oilca", "1.0"); a method without a known base → (method, None)."""
+    m = RATIO.match(method)
+    return (m["base"], m["ratio"]) if m and m["base"] in DISPLAY else (method, None)
+
+
+def display(method: str) -> str:
+    """The readable name: DISPLAY's, `<name> (ratio r)` for a `_r<ratio>` variant, else the id itself."""
+    base, ratio = split_ratio(method)
+    return f"{DISPLAY[base]} (ratio {ratio})" if ratio is not None else DISPLAY.get(method, method)
+
+
+def order_key(method: str):
+    """Table order: MAIN_METHODS, then CONTROLS (each family: the plain method, then its ratios ascending), then
+    other methods by name, then the references."""
+    base, ratio = split_ratio(method)
+    families = MAIN_METHODS + CONTROLS
+    if method.startswith("reference_"):
+        return (2, 0, 0, 0.0, method)
+    if base in families:
+        return (0, families.index(base), ratio is not None, float(ratio or 0), method)
+    return (1, 0, 0, 0.0, method)
+
+
+def parse_pairs(flag: str, values) -> list:
+    """[(x, y)] from `x:y` strings; one-line ValueError naming the flag otherwise."""
+    out = []
+    for v in values:
+        x, sep, y = v.partition(":")
+        if not sep or not x.strip() or not y.strip() or ":" in y or x.strip() == y.strip():
+            raise ValueError(f"{flag} {v!r}: give two different methods as x:y (e.g. oilca:dwbc)")
+        out.append((x.strip(), y.strip()))
+    return out
+
+
+def method_pairs(methods, extra: list) -> list:
+    """DEFAULT_PAIRS, then every oilca_<x> vs oilca, then `extra`; only pairs whose two methods are in `methods`."""
+    pairs = list(DEFAULT_PAIRS) + [(m, "oilca") for m in sorted(methods, key=order_key) if m.startswith("oilca_")]
+    pairs += [p for p in extra if p not in pairs]
+    return [(x, y) for x, y in pairs if x in methods and y in methods]
 
 
 # ------------------------------------------------------------------------------------------------- input
@@ -87,6 +188,8 @@ def check_row(path: str, r: dict) -> None:
         raise ReportError(f"{path}: 'split' must be a non-empty string")
     if not isinstance(r["seed"], int) or isinstance(r["seed"], bool):
         raise ReportError(f"{path}: 'seed' must be an integer, got {r['seed']!r}")
+    if r.get("env") is not None and (not isinstance(r["env"], str) or not r["env"].strip()):
+        raise ReportError(f"{path}: 'env' must be a non-empty string (or absent), got {r['env']!r}")
     if not _numbers(r["returns"]):
         raise ReportError(f"{path}: 'returns' must be a non-empty list of finite numbers")
     if r.get("success") is not None and not _numbers(r["success"]):
@@ -99,9 +202,10 @@ def check_row(path: str, r: dict) -> None:
         raise ReportError(f"{path}: 'augmented_de_over_du' must be a finite number (or absent)")
 
 
-def load_results(folder: str) -> list:
+def load_results(folder: str, files: list = None) -> list:
     """The result rows of `folder` (JSON objects with method, seed, split, returns; other JSON such as timing.json
-    is skipped). Raises ReportError on a missing folder, invalid JSON, a malformed result, duplicates, no result."""
+    is skipped); their paths are appended to `files`. Raises ReportError on a missing folder, invalid JSON, a malformed
+    result, duplicates (same env, method, seed, split), no result."""
     if not os.path.isdir(folder):
         raise ReportError(f"{folder}: no such folder")
     rows, seen = [], {}
@@ -116,75 +220,187 @@ def load_results(folder: str) -> list:
         except (OSError, UnicodeDecodeError) as e:
             raise ReportError(f"{path}: cannot be read ({e})") from None
         if not isinstance(r, dict) or not {"method", "seed", "split", "returns"} & set(r):
-            continue  # not a result (e.g. timing.json)
+            continue  # not a result (e.g. timing.json, summary.json)
         missing = sorted({"method", "seed", "split", "returns"} - set(r))
         if missing:
             raise ReportError(f"{path}: result JSON without {', '.join(missing)}")
         check_row(path, r)
-        key = (r["method"], r["seed"], r["split"])
+        key = (r.get("env"), r["method"], r["seed"], r["split"])
         if key in seen:
             raise ReportError(f"{folder}: {os.path.basename(seen[key])} and {os.path.basename(path)} both hold "
-                              f"method {key[0]}, seed {key[1]}, split {key[2]}")
+                              f"method {key[1]}, seed {key[2]}, split {key[3]}")
         seen[key] = path
         rows.append(r)
+        if files is not None:
+            files.append(path)
     if not rows:
         raise ReportError(f"{folder}: no result JSON (objects with method, seed, split, returns)")
-    envs = sorted({str(r.get("env")) for r in rows if r.get("env") is not None})
-    if len(envs) > 1:
-        raise ReportError(f"{folder}: results from several envs ({', '.join(envs)}); one folder per benchmark")
     return rows
 
 
+def by_env(rows: list) -> dict:
+    """{env id: its rows}, envs sorted (results without an env under NO_ENV)."""
+    out = defaultdict(list)
+    for r in rows:
+        out[r.get("env") or NO_ENV].append(r)
+    return dict(sorted(out.items()))
+
+
+def env_slug(env: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]+", "_", env).strip("_") or "env"
+
+
 # ------------------------------------------------------------------------------------------------- statistics
+def _mean(a: np.ndarray) -> np.ndarray:
+    return a.mean(axis=1)
+
+
+def iqm(a: np.ndarray) -> np.ndarray:
+    """Interquartile mean of each row of a 2-D array (rliable: scipy.stats.trim_mean, IQM_CUT cut from each end)."""
+    from scipy.stats import trim_mean
+
+    return trim_mean(a, IQM_CUT, axis=1)
+
+
+def bootstrap(strata, stat=_mean, n_resamples: int = N_RESAMPLES, level: float = CI_LEVEL):
+    """(point, (lo, hi) or None): `stat` of all values of `strata` (a list of 1-D value lists, one per stratum) and
+    its percentile-bootstrap interval. A resample draws len(s) values with replacement inside every stratum s and
+    joins them (stratified bootstrap; one stratum: the plain bootstrap over seeds). `stat` maps an (n, N) array to its
+    n row statistics. No interval when no stratum has two values."""
+    strata = [np.asarray(s, dtype=np.float64) for s in strata]
+    point = float(stat(np.concatenate(strata)[None, :])[0])
+    if all(len(s) < 2 for s in strata):
+        return point, None
+    rng = np.random.default_rng(BOOT_SEED)
+    sample = np.concatenate([s[rng.integers(0, len(s), size=(n_resamples, len(s)))] for s in strata], axis=1)
+    lo, hi = np.percentile(stat(sample), [50 * (1 - level), 50 * (1 + level)])
+    return point, (float(lo), float(hi))
+
+
+def mann_whitney(x, y) -> np.ndarray:
+    """P(X > Y) + ½ P(X = Y) over all pairs of the last axes: x (..., nx), y (..., ny) → (...)."""
+    x, y = np.asarray(x, dtype=np.float64)[..., :, None], np.asarray(y, dtype=np.float64)[..., None, :]
+    return ((x > y) + 0.5 * (x == y)).mean(axis=(-2, -1))
+
+
+def probability_of_improvement(pairs, n_resamples: int = N_RESAMPLES, level: float = CI_LEVEL):
+    """(P(X > Y), (lo, hi) or None) over strata (rliable): `pairs` holds one (x, y) of seed scores per (task, split)
+    both methods have; P is the mean over strata of mann_whitney(x, y). The interval is a stratified bootstrap that
+    resamples x and y independently inside each stratum."""
+    pairs = [(np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)) for x, y in pairs]
+    point = float(np.mean([mann_whitney(x, y) for x, y in pairs]))
+    if all(len(x) < 2 and len(y) < 2 for x, y in pairs):
+        return point, None
+    rng = np.random.default_rng(BOOT_SEED)
+    per_stratum = []
+    for x, y in pairs:
+        xi = rng.integers(0, len(x), size=(n_resamples, len(x)))
+        yi = rng.integers(0, len(y), size=(n_resamples, len(y)))
+        per_stratum.append(mann_whitney(x[xi], y[yi]))
+    lo, hi = np.percentile(np.mean(per_stratum, axis=0), [50 * (1 - level), 50 * (1 + level)])
+    return point, (float(lo), float(hi))
+
+
 def per_seed(rows: list, key: str = "returns") -> dict:
     """{(method, split): {seed: mean return}} (key="success": mean fractional success, CausalWorld)"""
     out = defaultdict(dict)
     for r in rows:
         if r.get(key) is not None:
             out[(r["method"], r["split"])][r["seed"]] = float(np.mean(r[key]))
+    return dict(out)
+
+
+def normalise(scores: dict) -> dict:
+    """{(method, split): {seed: 100·(R − R_random)/(R_expert − R_random)}} for the learned methods of every split whose
+    reference_expert and reference_random both exist and differ (R_ref: the mean over the reference's seeds)."""
+    out = {}
+    for split in {s for _, s in scores}:
+        ex, rd = scores.get(("reference_expert", split)), scores.get(("reference_random", split))
+        if not ex or not rd:
+            continue
+        r_ex, r_rd = np.mean(list(ex.values())), np.mean(list(rd.values()))
+        if r_ex == r_rd:
+            continue
+        for (m, s), v in scores.items():
+            if s == split and not m.startswith("reference_"):
+                out[(m, s)] = {seed: float(100.0 * (x - r_rd) / (r_ex - r_rd)) for seed, x in v.items()}
     return out
 
 
-def t_interval(values, level: float = CI_LEVEL):
-    """(low, high) of the Student t confidence interval of the mean of `values` (sample std, ddof=1);
-    None for fewer than two values."""
-    from scipy import stats
-
+def cell(values, n_resamples: int = N_RESAMPLES) -> dict:
+    """{n, mean, std (ddof=1; None for one value), ci ([lo, hi] percentile bootstrap of the mean; None for one)}"""
     v = np.asarray(values, dtype=np.float64)
-    if len(v) < 2:
-        return None
-    half = stats.t.ppf(0.5 + level / 2, len(v) - 1) * v.std(ddof=1) / math.sqrt(len(v))
-    return float(v.mean() - half), float(v.mean() + half)
+    mean, ci = bootstrap([v], _mean, n_resamples)
+    return {"n": len(v), "mean": mean, "std": float(v.std(ddof=1)) if len(v) > 1 else None,
+            "ci": list(ci) if ci else None}
 
 
-def cell_text(values) -> str:
-    """'mean ± std' (population std over seeds, 2 decimals), then the 95% t interval in brackets (two seeds or more)."""
-    v = np.asarray(values, dtype=np.float64)
-    text = f"{v.mean():.2f} ± {v.std():.2f}"
-    ci = t_interval(v)
-    return text + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
+def ci_text(ci, digits: int = 2) -> str:
+    """' [lo, hi]', or '' without an interval."""
+    return f" [{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]" if ci else ""
 
 
-def table(rows: list, key: str = "returns") -> str:
-    SPLITS = present_splits(rows)
-    scores = per_seed(rows, key)
-    methods = [m for m in MAIN_METHODS if any((m, s) in scores for s, _ in SPLITS)]
-    methods += sorted({m for m, s in scores if m not in methods and not m.startswith("reference_")
-                       and s in dict(SPLITS)})
-    refs = sorted({m for m, s in scores if m.startswith("reference_") and s in dict(SPLITS)})
+def cell_text(c: dict, digits: int = 2) -> str:
+    """'mean ± s [lo, hi]'; one value: 'mean'."""
+    return f"{c['mean']:.{digits}f}" + (f" ± {c['std']:.{digits}f}" if c["std"] is not None else "") \
+        + ci_text(c["ci"], digits)
+
+
+# ------------------------------------------------------------------------------------------------- tables
+def table(cells: dict, splits: tuple, digits: int = 2) -> str:
+    """Markdown table of `cells` ({(method, split): cell}); bold: the best learned method (highest mean) per column."""
+    methods = sorted({m for m, s in cells if s in dict(splits)}, key=order_key)
     best = {}
-    for split, _ in SPLITS:
-        means = {m: np.mean(list(scores[(m, split)].values())) for m in methods if (m, split) in scores}
+    for split, _ in splits:
+        means = {m: cells[(m, split)]["mean"] for m in methods
+                 if (m, split) in cells and not m.startswith("reference_")}
         best[split] = max(means, key=means.get) if means else None
-    lines = ["| method | " + " | ".join(title for _, title in SPLITS) + " | seeds |", "|---" * (len(SPLITS) + 2) + "|"]
-    for m in methods + refs:
-        cells, n = [], 0
-        for split, _ in SPLITS:
-            vals = list(scores.get((m, split), {}).values())
-            n = max(n, len(vals))
-            cell = cell_text(vals) if vals else "—"
-            cells.append(f"**{cell}**" if m == best[split] and vals else cell)
-        lines.append(f"| {m} | " + " | ".join(cells) + f" | {n} |")
+    lines = ["| method | name | " + " | ".join(title for _, title in splits) + " | seeds |",
+             "|---" * (len(splits) + 3) + "|"]
+    for m in methods:
+        texts = [cell_text(cells[(m, s)], digits) if (m, s) in cells else "—" for s, _ in splits]
+        texts = [f"**{t}**" if m == best[s] else t for t, (s, _) in zip(texts, splits)]
+        n = max(cells[(m, s)]["n"] for s, _ in splits if (m, s) in cells)
+        lines.append(f"| {m} | {display(m)} | " + " | ".join(texts) + f" | {n} |")
+    return "\n".join(lines)
+
+
+def poi_entries(scores: dict, splits: tuple, extra: list, n_resamples: int) -> list:
+    """P(X > Y) per split for method_pairs: [{split, x, y, p, ci, n_x, n_y}]."""
+    methods = {m for m, _ in scores}
+    out = []
+    for x, y in method_pairs(methods, extra):
+        for split, _ in splits:
+            if (x, split) in scores and (y, split) in scores:
+                xs, ys = list(scores[(x, split)].values()), list(scores[(y, split)].values())
+                p, ci = probability_of_improvement([(xs, ys)], n_resamples)
+                out.append({"split": split, "x": x, "y": y, "p": p, "ci": list(ci) if ci else None,
+                            "n_x": len(xs), "n_y": len(ys)})
+    return out
+
+
+def gap_entries(scores: dict, splits: tuple, extra: list, n_resamples: int) -> list:
+    """X − Y per split over the seeds both have: [{split, x, y, seeds, **cell of the differences}]."""
+    out = []
+    for x, y in list(DEFAULT_GAPS) + [g for g in extra if g not in DEFAULT_GAPS]:
+        for split, _ in splits:
+            a, b = scores.get((x, split), {}), scores.get((y, split), {})
+            shared = sorted(set(a) & set(b))
+            if shared:
+                out.append({"split": split, "x": x, "y": y, "seeds": shared,
+                            **cell([a[s] - b[s] for s in shared], n_resamples)})
+    return out
+
+
+def pair_table(entries: list, splits: tuple, text, sep: str, count) -> str:
+    """One row `x<sep>y` per pair of `entries`, one column per split: text(entry), then count(entries of the row)."""
+    rows = defaultdict(dict)
+    for e in entries:
+        rows[(e["x"], e["y"])][e["split"]] = e
+    lines = [f"| X{sep}Y | " + " | ".join(t for _, t in splits) + " | seeds |", "|---" * (len(splits) + 2) + "|"]
+    for (x, y), per in rows.items():
+        lines.append(f"| {x}{sep}{y} | " + " | ".join(text(per[s]) if s in per else "—" for s, _ in splits)
+                     + f" | {count(list(per.values()))} |")
     return "\n".join(lines)
 
 
@@ -193,22 +409,135 @@ def _one_or_all(rows: list, field: str) -> str:
     return vals[0] if len(vals) == 1 else (", ".join(vals) if vals else "not recorded")
 
 
-def header(rows: list) -> str:
-    env = _one_or_all(rows, "env")
-    return (f"Returns on {env}: mean ± std over seeds of each seed's mean episode return (std: population std over "
-            f"seeds), [in brackets] the {CI_LEVEL:.0%} confidence interval of that mean (Student t: mean ± "
-            f"t_0.975,n-1 · s/√n, s the sample std over the n seeds; none with one seed); bold: the best learned "
-            f"method of each column ({_one_or_all(rows, 'episodes')} episodes per split, evaluation seed "
-            f"{_one_or_all(rows, 'eval_seed')}).\n\n")
+def header(rows: list, env: str, n_resamples: int = N_RESAMPLES) -> str:
+    return (f"Returns on {env}: each cell is mean ± s [lo, hi] over training seeds of each seed's mean episode return: "
+            f"s the sample std over seeds (ddof=1), [lo, hi] the {CI_LEVEL:.0%} percentile-bootstrap interval of the "
+            f"mean ({n_resamples:,} resamples of the seeds, generator seed {BOOT_SEED}; one seed: the mean alone); "
+            f"{UNDER_COVERS}. Bold: the best learned method of each column ({_one_or_all(rows, 'episodes')} episodes "
+            f"per split, evaluation seed {_one_or_all(rows, 'eval_seed')}).\n\n")
 
 
-def report_markdown(rows: list) -> str:
-    """Header line and table(s), as written to table.md and into --doc files."""
-    md = header(rows) + table(rows)
-    if any(r.get("success") is not None for r in rows):
-        md += ("\n\nFractional success (CausalWorld), same statistics (mean ± std over seeds [95% t interval]):\n\n"
-               + table(rows, "success"))
-    return md
+def env_report(rows: list, env: str, pairs: list, gaps: list, n_resamples: int):
+    """(markdown, summary parts) of one env's results."""
+    splits = present_splits(rows)
+    scores = per_seed(rows)
+    cells = {k: cell(list(v.values()), n_resamples) for k, v in scores.items()}
+    normed = normalise(scores)
+    ncells = {k: cell(list(v.values()), n_resamples) for k, v in normed.items()}
+    md = header(rows, env, n_resamples) + table(cells, splits)
+    if ncells:
+        md += ("\n\nNormalised score 100·(R − R_random)/(R_expert − R_random), R_expert and R_random the reference "
+               "runs of the same split (100: the expert reference, 0: the random one), per seed, then the same cell "
+               "format:\n\n" + table(ncells, tuple(s for s in splits if any(k[1] == s[0] for k in ncells)), 1))
+    poi = poi_entries(scores, splits, pairs, n_resamples)
+    if poi:
+        md += ("\n\nProbability of improvement P(X > Y) per split (rliable): the fraction of (X seed, Y seed) pairs "
+               "where X's return is higher, ties 1/2, [the bootstrap interval, X's and Y's seeds resampled "
+               "independently]; seeds: X's, Y's:\n\n"
+               + pair_table(poi, splits, lambda e: f"{e['p']:.2f}" + ci_text(e["ci"]), " vs ",
+                            lambda es: f"{max(e['n_x'] for e in es)}, {max(e['n_y'] for e in es)}"))
+    gap = gap_entries(scores, splits, gaps, n_resamples)
+    if gap:
+        md += ("\n\nX − Y over shared training seeds: the differences of the two methods' seed scores on the seeds "
+               "both have, in the same cell format:\n\n"
+               + pair_table(gap, splits, cell_text, " − ", lambda es: max(e["n"] for e in es)))
+    success = per_seed(rows, "success")
+    scells = {k: cell(list(v.values()), n_resamples) for k, v in success.items()}
+    if scells:
+        md += ("\n\nFractional success (CausalWorld), same statistics (mean ± s [95% bootstrap interval]):\n\n"
+               + table(scells, splits))
+    entries = []
+    for metric, cs in (("return", cells), ("success", scells)):
+        for (m, s), c in sorted(cs.items(), key=lambda kv: (kv[0][1], order_key(kv[0][0]))):
+            n = ncells.get((m, s)) if metric == "return" else None
+            entries.append({"env": env, "split": s, "method": m, "name": display(m), "metric": metric,
+                            "seeds": sorted((scores if metric == "return" else success)[(m, s)]), **c,
+                            "normalised": {k: n[k] for k in ("mean", "std", "ci")} if n else None})
+    return md, {"cells": entries, "probability_of_improvement": [{"env": env, **e} for e in poi],
+                "gaps": [{"env": env, **e} for e in gap]}
+
+
+def report_markdown(groups: dict, pairs: list = (), gaps: list = (), n_resamples: int = N_RESAMPLES):
+    """(markdown as written to table.md and into --doc files, summary.json's dict) of {env: rows}; several envs get
+    one block each, headed by the env id."""
+    blocks, summary = [], {"level": CI_LEVEL, "resamples": n_resamples, "bootstrap_seed": BOOT_SEED, "cells": [],
+                           "probability_of_improvement": [], "gaps": []}
+    for env, rows in groups.items():
+        md, part = env_report(rows, env, list(pairs), list(gaps), n_resamples)
+        if len(groups) > 1:
+            slug = env_slug(env)
+            figs = f"fig4_{slug}.png" + (f" and fig5_{slug}.png" if fig5_curves(rows) else "")
+            md = f"## {env}\n\n{md}\n\nFigures of {env}: {figs}."
+        blocks.append(md)
+        for k in part:
+            summary[k] += part[k]
+    return "\n\n".join(blocks), summary
+
+
+# ------------------------------------------------------------------------------------------------- across tasks
+def aggregate(folders, pairs: list = (), n_resamples: int = N_RESAMPLES, files: list = None):
+    """(aggregate.md text, aggregate.json dict) over the (task, split) strata of several folders (a task is an env)."""
+    tasks = {}  # task -> (folder, rows)
+    for folder in folders:
+        for env, rows in by_env(load_results(folder, files)).items():
+            task = folder if env == NO_ENV else env
+            if task in tasks:
+                raise ReportError(f"{folder}: env {task} is also in {tasks[task][0]}; give each env in one folder only")
+            tasks[task] = (folder, rows)
+    raw, normed, left_out = {}, {}, []  # (task, split) -> {method: [seed scores]}
+    for task, (folder, rows) in tasks.items():
+        scores = per_seed(rows)
+        norm = normalise(scores)
+        for split, _ in present_splits(rows):
+            raw[(task, split)] = {m: list(v.values()) for (m, s), v in scores.items()
+                                  if s == split and not m.startswith("reference_")}
+            got = {m: list(v.values()) for (m, s), v in norm.items() if s == split}
+            if got:
+                normed[(task, split)] = got
+            else:
+                left_out.append([task, split])
+    if not normed:
+        raise ReportError(f"{', '.join(folders)}: no env and split has both reference runs (reference_expert, "
+                          f"reference_random, with different returns); nothing to normalise")
+    methods = sorted({m for st in normed.values() for m in st}, key=order_key)
+    out = {"folders": list(folders), "level": CI_LEVEL, "resamples": n_resamples, "bootstrap_seed": BOOT_SEED,
+           "strata": [list(k) for k in normed], "left_out": left_out, "methods": {},
+           "probability_of_improvement": []}
+    lines = ["| method | name | IQM | mean | runs | strata |", "|---|---|---|---|---|---|"]
+    for m in methods:
+        strata = [st[m] for st in normed.values() if m in st]
+        q, q_ci = bootstrap(strata, iqm, n_resamples)
+        mu, mu_ci = bootstrap(strata, _mean, n_resamples)
+        out["methods"][m] = {"name": display(m), "iqm": q, "iqm_ci": list(q_ci) if q_ci else None, "mean": mu,
+                             "mean_ci": list(mu_ci) if mu_ci else None, "runs": sum(map(len, strata)),
+                             "strata": len(strata)}
+        lines.append(f"| {m} | {display(m)} | {q:.1f}{ci_text(q_ci, 1)} | {mu:.1f}{ci_text(mu_ci, 1)} "
+                     f"| {sum(map(len, strata))} | {len(strata)} |")
+    plines = ["| X vs Y | P(X > Y) | strata |", "|---|---|---|"]
+    for x, y in method_pairs({m for st in raw.values() for m in st}, list(pairs)):
+        both = [(st[x], st[y]) for st in raw.values() if x in st and y in st]
+        if not both:
+            continue
+        p, ci = probability_of_improvement(both, n_resamples)
+        out["probability_of_improvement"].append({"x": x, "y": y, "p": p, "ci": list(ci) if ci else None,
+                                                  "strata": len(both)})
+        plines.append(f"| {x} vs {y} | {p:.2f}{ci_text(ci)} | {len(both)} |")
+    names = ", ".join(f"{t}/{s}" for t, s in normed)
+    md = (f"Across tasks ({len(normed)} env/split strata: {names}; from {', '.join(folders)}). Per method, over all "
+          f"its (env, split, seed) runs of the normalised score 100·(R − R_random)/(R_expert − R_random) (references "
+          f"of the same env and split): the IQM (interquartile mean: the mean of the middle 50% of the runs, "
+          f"{IQM_CUT:.0%} cut from each end) and the mean, each [{CI_LEVEL:.0%} stratified-bootstrap interval: "
+          f"{n_resamples:,} resamples, seeds drawn with replacement inside each env and split, generator seed "
+          f"{BOOT_SEED}]; {UNDER_COVERS}. Methods measured on different strata are not comparable.\n\n"
+          + "\n".join(lines))
+    if len(plines) > 2:
+        md += ("\n\nProbability of improvement P(X > Y) (rliable): per env and split, the fraction of (X seed, Y seed) "
+               "pairs where X's return is higher, ties 1/2, averaged over the strata both methods have (references "
+               "not needed), [stratified-bootstrap interval, X's and Y's seeds resampled independently]:\n\n"
+               + "\n".join(plines))
+    if left_out:
+        md += "\n\nLeft out of the IQM (no usable reference runs): " + ", ".join(f"{t}/{s}" for t, s in left_out) + "."
+    return md, out
 
 
 # ------------------------------------------------------------------------------------------------- docs
@@ -277,8 +606,8 @@ def fig4_limits(spans: list, candidates: dict, min_fraction: float = MIN_METHOD_
     return (lo - pad, hi + pad), off
 
 
-def fig4(rows: list, path: str) -> dict:
-    """Write Fig. 4; returns {"ylim": (lo, hi), "off_scale": {split: [reference, ...]}} for checks."""
+def fig4(rows: list, path: str, n_resamples: int = N_RESAMPLES) -> dict:
+    """Write Fig. 4 for one env's rows; returns {"ylim": (lo, hi), "off_scale": {split: [reference, ...]}}."""
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
@@ -301,9 +630,9 @@ def fig4(rows: list, path: str) -> dict:
         for _, m, _, _ in slots:
             vals = list(scores.get((m, split), {}).values())
             if vals:
-                ci = t_interval(vals)
-                stats[(m, split)] = (float(np.mean(vals)), ci, vals)
-                spans += vals + [float(np.mean(vals))] + (list(ci) if ci else [])
+                mean, ci = bootstrap([vals], _mean, n_resamples)
+                stats[(m, split)] = (mean, ci, vals)
+                spans += vals + [mean] + (list(ci) if ci else [])
     refs = {split: {name: float(np.mean(list(scores[(f"reference_{name}", split)].values())))
                     for name in ("expert", "random") if (f"reference_{name}", split) in scores} for split, _ in SPLITS}
     if not spans:  # only reference policies: scale to them
@@ -342,8 +671,7 @@ def fig4(rows: list, path: str) -> dict:
         if any(ca for *_, ca in slots):
             handles.append(Patch(facecolor="white", edgecolor="gray", hatch="///",
                                  label="hatched: +CA, the same learner on OILCA's augmented data (OILCA = DWBC+CA)"))
-        ax.set_xticks([s[0] for s in slots], [DISPLAY.get(s[1], s[1]) for s in slots], rotation=35, ha="right",
-                      fontsize=8)
+        ax.set_xticks([s[0] for s in slots], [display(s[1]) for s in slots], rotation=35, ha="right", fontsize=8)
         ax.set_title(title, fontsize=10)
         ax.set_ylim(*ylim)
         if ylim[0] < base < ylim[1]:
@@ -351,74 +679,74 @@ def fig4(rows: list, path: str) -> dict:
         if handles:
             ax.legend(handles=handles, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.24), ncol=2,
                       frameon=False)
-    axes[0].set_ylabel(f"return: mean over seeds\n(error bars: {CI_LEVEL:.0%} t interval; dots: seeds)", fontsize=9)
+    axes[0].set_ylabel(f"return: mean over seeds\n(error bars: {CI_LEVEL:.0%} bootstrap interval; dots: seeds)",
+                       fontsize=9)
     fig.tight_layout()
     contract.save_figure(path, fig)
     plt.close(fig)
     return {"ylim": ylim, "off_scale": off_scale}
 
 
-def fig5(rows: list, path: str) -> bool:
-    """Write Fig. 5 when DWBC / OILCA results at two sizes or more share seeds; returns whether it was written."""
+def fig5_curves(rows: list) -> dict:
+    """{split: [(family, [(x, method), ...] by x, seeds)]}: the FIG5_FAMILIES with two ratios or more in a split (x:
+    each result's augmented_de_over_du), led by DWBC's point when it has one, over the seeds every point has."""
+    x_of = {(r["method"], r["split"]): float(r["augmented_de_over_du"]) for r in rows
+            if r.get("augmented_de_over_du") is not None}
+    scores = per_seed(rows)
+    out = defaultdict(list)
+    for split, _ in present_splits(rows):
+        for fam in FIG5_FAMILIES:
+            members = sorted((x, m) for (m, s), x in x_of.items() if s == split and split_ratio(m)[0] == fam)
+            if len({x for x, _ in members}) < 2:
+                continue
+            with_dwbc = ([(x_of[("dwbc", split)], "dwbc")] if ("dwbc", split) in x_of else []) + members
+            for points in (with_dwbc, members):  # DWBC is dropped only if it shares no seed with the family
+                seeds = sorted(set.intersection(*(set(scores[(m, split)]) for _, m in points)))
+                if seeds:
+                    out[split].append((fam, points, seeds))
+                    break
+    return dict(out)
+
+
+def fig5(rows: list, path: str, n_resamples: int = N_RESAMPLES) -> bool:
+    """Write Fig. 5 for one env's rows when a family has two ratios or more on shared seeds; returns whether it did."""
     from matplotlib.lines import Line2D
 
-    points = defaultdict(lambda: defaultdict(dict))  # split -> x -> seed -> return
-    dwbc_x = {}  # split -> x of the DWBC (no augmentation) point
-    for r in rows:
-        if (r["method"] == "dwbc" or r["method"].startswith("oilca")) and r.get("augmented_de_over_du") is not None:
-            x = round(float(r["augmented_de_over_du"]), 3)
-            points[r["split"]][x][r["seed"]] = float(np.mean(r["returns"]))
-            if r["method"] == "dwbc":
-                dwbc_x[r["split"]] = x
-    scores = per_seed(rows)
-    curves = []
-    for i, (split, title) in enumerate(present_splits(rows)):
-        xs = sorted(points[split])
-        if len(xs) < 2:
-            continue
-        seeds = sorted(set.intersection(*(set(points[split][x]) for x in xs)))
-        if seeds:
-            curves.append((i, split, title, xs, seeds))
+    curves = fig5_curves(rows)
     if not curves:
         return False
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(6, 4.2))
-    dwbc_points = []
-    span = max(x for c in curves for x in c[3]) - min(x for c in curves for x in c[3])
-    for k, (i, split, title, xs, seeds) in enumerate(curves):
-        color = f"C{i}"
-        dodge = 0.012 * span * (k - (len(curves) - 1) / 2)  # splits side by side at the same x, for legibility
-        ys = np.array([[points[split][x][s] for s in seeds] for x in xs])
-        means = ys.mean(1)
-        cis = [t_interval(y) for y in ys]
-        yerr = np.array([[m - c[0], c[1] - m] if c else [0.0, 0.0] for m, c in zip(means, cis)]).T
-        is_dwbc = np.array([x == dwbc_x.get(split) for x in xs])
-        xs_a = np.asarray(xs) + dodge
-        ax.plot(xs_a, means, color=color, lw=1.2, label=f"{title} (seeds {','.join(map(str, seeds))})")
-        ax.errorbar(xs_a[~is_dwbc], means[~is_dwbc], yerr=yerr[:, ~is_dwbc], fmt="o", color=color, capsize=3)
-        if is_dwbc.any():
-            ax.errorbar(xs_a[is_dwbc], means[is_dwbc], yerr=yerr[:, is_dwbc], fmt="s", mfc="white", color=color,
-                        capsize=3, ms=7)
-            dwbc_points.append((float(xs_a[is_dwbc][0]), float(means[is_dwbc][0])))
+    scores = per_seed(rows)
+    splits = [(s, t) for s, t in present_splits(rows) if s in curves]
+    log = min(x for c in curves.values() for _, pts, _ in c for x, _ in pts) > 0
+    fig, axes = plt.subplots(1, len(splits), figsize=(5.5 * len(splits), 4.4), sharey=True, squeeze=False)
+    for ax, (split, title) in zip(axes[0], splits):
+        for k, (fam, points, seeds) in enumerate(curves[split]):
+            color = f"C{FIG5_FAMILIES.index(fam)}"
+            step = k - (len(curves[split]) - 1) / 2  # families side by side at the same x, for legibility
+            xs = np.array([x for x, _ in points])
+            xs = xs * 10 ** (0.015 * step) if log else xs + 0.012 * (xs.max() - xs.min()) * step
+            stats = [bootstrap([[scores[(m, split)][s] for s in seeds]], _mean, n_resamples) for _, m in points]
+            means = np.array([p for p, _ in stats])
+            yerr = np.array([[p - c[0], c[1] - p] if c else [0.0, 0.0] for p, c in stats]).T
+            is_dwbc = np.array([m == "dwbc" for _, m in points])
+            ax.plot(xs, means, color=color, lw=1.2, label=f"{display(fam)} (seeds {','.join(map(str, seeds))})")
+            ax.errorbar(xs[~is_dwbc], means[~is_dwbc], yerr=yerr[:, ~is_dwbc], fmt="o", color=color, capsize=3)
+            if is_dwbc.any():
+                ax.errorbar(xs[is_dwbc], means[is_dwbc], yerr=yerr[:, is_dwbc], fmt="s", mfc="white", color=color,
+                            capsize=3, ms=7)
         bc = scores.get(("bc_exp", split), {})
         if bc:
-            use = [s for s in seeds if s in bc] or sorted(bc)
-            ax.axhline(np.mean([bc[s] for s in use]), color=color, ls="-.", lw=1.0,
-                       label=f"BC-exp, {split} (seeds {','.join(map(str, use))})")
-    if dwbc_points:
-        x0, y0 = max(dwbc_points, key=lambda p: p[1])
-        ylo, yhi = ax.get_ylim()
-        xlo, xhi = ax.get_xlim()
-        text_xy = (x0 + 0.08 * (xhi - xlo), y0 + 0.08 * (yhi - ylo))
-        for k, (x, y) in enumerate(dwbc_points):
-            ax.annotate("DWBC (no augmentation)" if k == 0 else "", xy=(x, y), xytext=text_xy, fontsize=8,
-                        arrowprops=dict(arrowstyle="->", color="k", lw=0.8))
-    handles, labels = ax.get_legend_handles_labels()
-    handles += [Line2D([], [], ls="none", marker="s", mfc="white", mec="k", label="DWBC (no augmentation)"),
-                Line2D([], [], ls="none", marker="o", color="k", label="OILCA")]
-    ax.set_xlabel("|augmented D_E| / |D_U|")
-    ax.set_ylabel(f"return: mean over seeds\n(error bars: {CI_LEVEL:.0%} t interval)", fontsize=9)
-    ax.legend(handles=handles, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=2, frameon=False)
+            ax.axhline(np.mean(list(bc.values())), color="gray", ls="-.", lw=1.0,
+                       label=f"BC-exp (seeds {','.join(map(str, sorted(bc)))})")
+        if log:
+            ax.set_xscale("log")
+        ax.set_title(title, fontsize=10)
+        ax.set_xlabel("|augmented D_E| / |D_U|" + (" (log scale)" if log else ""))
+        handles, _ = ax.get_legend_handles_labels()
+        handles.append(Line2D([], [], ls="none", marker="s", mfc="white", mec="k", label="DWBC (no augmentation)"))
+        ax.legend(handles=handles, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=1, frameon=False)
+    axes[0][0].set_ylabel(f"return: mean over seeds\n(error bars: {CI_LEVEL:.0%} bootstrap interval)", fontsize=9)
     fig.tight_layout()
     contract.save_figure(path, fig)
     plt.close(fig)
@@ -426,21 +754,50 @@ def fig5(rows: list, path: str) -> bool:
 
 
 # ------------------------------------------------------------------------------------------------- main
-@contract.all_or_nothing  # a failed run writes nothing; SIGTERM cleans up as SIGINT does
-def main(args: Args) -> str:
-    rows = load_results(args.results)
-    md = report_markdown(rows)
-    docs = prepare_docs(args.doc, args.results, md)  # every check before the first write
-    outputs = [os.path.join(args.results, name) for name in ("table.md", "fig4.png", "fig5.png")]
-    contract.check_paths({}, files={"--results": outputs, "--doc": list(args.doc)})
-    contract.claim(outputs[0])  # a second report into the same folder is refused while this one runs
-    contract.save_text(os.path.join(args.results, "table.md"), md + "\n")
-    fig4(rows, os.path.join(args.results, "fig4.png"))
-    has5 = fig5(rows, os.path.join(args.results, "fig5.png"))
+def main_aggregate(args: Args, pairs: list) -> str:
+    files = []
+    md, out = aggregate(args.aggregate, pairs, args.resamples, files)
+    docs = prepare_docs(args.doc, args.out, md)
+    outputs = [os.path.join(args.out, name) for name in ("aggregate.md", "aggregate.json")]
+    contract.check_paths({"--aggregate": files}, files={"--out": outputs, "--doc": list(args.doc)})
+    contract.claim(outputs[0])
+    contract.save_text(outputs[0], md + "\n")
+    contract.save_json(outputs[1], out)
     for path, text in docs.items():
         contract.save_text(path, text)
     print(md)
-    print(f"wrote {args.results}/table.md, fig4.png" + (", fig5.png" if has5 else "")
+    print(f"wrote {outputs[0]}, {outputs[1]}" + "".join(f"; table into {p}" for p in docs))
+    return md
+
+
+@contract.all_or_nothing  # a failed run writes nothing; SIGTERM cleans up as SIGINT does
+def main(args: Args) -> str:
+    checks.fields(args, resamples=checks.COUNT)
+    pairs, gaps = parse_pairs("--pairs", args.pairs), parse_pairs("--gaps", args.gaps)
+    if args.aggregate:
+        return main_aggregate(args, pairs)
+    files = []
+    groups = by_env(load_results(args.results, files))
+    md, summary = report_markdown(groups, pairs, gaps, args.resamples)
+    docs = prepare_docs(args.doc, args.results, md)  # every check before the first write
+    figs = {env: [os.path.join(args.results, f"fig{k}.png" if len(groups) == 1 else f"fig{k}_{env_slug(env)}.png")
+                  for k in (4, 5)] for env in groups}
+    outputs = [os.path.join(args.results, name) for name in ("table.md", "summary.json")]
+    contract.check_paths({"--results": files}, files={"--results": outputs + [p for f in figs.values() for p in f],
+                                                      "--doc": list(args.doc)})
+    contract.claim(outputs[0])  # a second report into the same folder is refused while this one runs
+    contract.save_text(outputs[0], md + "\n")
+    contract.save_json(outputs[1], summary)
+    written = []
+    for env, rows in groups.items():
+        fig4(rows, figs[env][0], args.resamples)
+        written.append(os.path.basename(figs[env][0]))
+        if fig5(rows, figs[env][1], args.resamples):
+            written.append(os.path.basename(figs[env][1]))
+    for path, text in docs.items():
+        contract.save_text(path, text)
+    print(md)
+    print(f"wrote {args.results}/table.md, summary.json, {', '.join(written)}"
           + "".join(f"; table into {p}" for p in docs))
     return md
 

@@ -383,20 +383,12 @@ BAD: Dict[str, Callable] = {
     "res_no_split": result_json(lambda r: r.pop("split")),
     "res_not_json": result_text("{not json"),
     "res_empty": lambda inp, path: os.makedirs(path),
-    "res_two_envs": result_json(),  # completed in make_two_envs
+    "res_env_number": result_json(lambda r: r.update(env=3)),
     "res_table_folder": result_json(),  # completed below: table.md is a folder
     # other files
     "plain_file": blob(b"x"),
     "doc_no_markers.md": blob(b"# a doc without report markers\n"),
 }
-
-
-def _two_envs(make):
-    def wrapped(inp, path):
-        make(inp, path)
-        with open(os.path.join(path, "bc_exp_s1_train.json"), "w") as f:
-            json.dump({"method": "bc_exp", "seed": 1, "split": "train", "env": "dmc:cartpole-swingup", "returns": [1.0]}, f)
-    return wrapped
 
 
 def _table_folder(make):
@@ -406,7 +398,6 @@ def _table_folder(make):
     return wrapped
 
 
-BAD["res_two_envs"] = _two_envs(BAD["res_two_envs"])
 BAD["res_table_folder"] = _table_folder(BAD["res_table_folder"])
 
 
@@ -720,7 +711,7 @@ REPORT_CASES = {"res_nan_returns": "NaN", "res_inf_returns": "Infinity", "res_na
                 "res_mean_text": "mean_return", "res_success_nan": "NaN", "res_ratio_inf": "Infinity",
                 "res_returns_empty": "returns", "res_returns_bool": "returns", "res_seed_float": "seed",
                 "res_method_empty": "method", "res_no_split": "split", "res_not_json": "not valid JSON",
-                "res_empty": "no result JSON", "res_two_envs": "several envs", "missing_results": "no such folder"}
+                "res_empty": "no result JSON", "res_env_number": "'env' must be", "missing_results": "no such folder"}
 for _name, _word in REPORT_CASES.items():
     case("results", f"report-{_name}", "report.py",
          lambda inp, t, n=_name: ["--results", J(inp.folder, n) if n == "missing_results" else inp(n)],

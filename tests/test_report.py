@@ -1,4 +1,6 @@
-"""report.py on hand-made result JSON: the t interval, the table cells, bold, --doc, bad input, Fig. 4 / Fig. 5."""
+"""report.py on hand-made result JSON: the bootstrap, IQM and probability of improvement on hand-computed inputs, the
+table cells, normalised scores, paired gaps, bold, summary.json, one block per env, --aggregate, --doc, bad input,
+Fig. 4 / Fig. 5."""
 import json
 import math
 import os
@@ -24,7 +26,8 @@ def result(method, seed, split, mean, env="toy", spread=1.0, **extra):
 def write(folder, rows):
     os.makedirs(folder, exist_ok=True)
     for r in rows:
-        with open(os.path.join(folder, f"{r['method']}_s{r['seed']}_{r['split']}.json"), "w") as f:
+        env = "" if r["env"] == "toy" else report.env_slug(r["env"]) + "_"
+        with open(os.path.join(folder, f"{env}{r['method']}_s{r['seed']}_{r['split']}.json"), "w") as f:
             json.dump(r, f)
     return str(folder)
 
@@ -46,36 +49,110 @@ def toy_rows(random_mean=-40.0):
 
 
 # ------------------------------------------------------------------------------------------------- statistics
-def test_t_interval_is_the_student_t_interval_of_the_mean():
-    lo, hi = report.t_interval([1, 2, 3, 4, 5])
-    half = stats.t.ppf(0.975, 4) * math.sqrt(2.5) / math.sqrt(5)  # sample std of 1..5 is sqrt(2.5)
-    assert lo == pytest.approx(3 - half, abs=1e-12) and hi == pytest.approx(3 + half, abs=1e-12)
-    assert half == pytest.approx(1.963243, abs=1e-6)  # t_{0.975,4} = 2.776445, not the normal 1.96 · s/√n
-    lo, hi = report.t_interval([2.0, 4.0])  # n = 2: t_{0.975,1} = 12.706, s = sqrt(2)
-    assert (lo, hi) == pytest.approx((3 - 12.706205 * 1.0, 3 + 12.706205 * 1.0), abs=1e-5)
-    assert report.t_interval([7.0]) is None
+def test_bootstrap_is_a_seeded_percentile_bootstrap_of_the_mean():
+    mean, ci = report.bootstrap([[1, 2, 3, 4, 5]])
+    assert mean == 3.0 and report.bootstrap([[1, 2, 3, 4, 5]]) == (mean, ci)  # the same inputs, the same numbers
+    ref = stats.bootstrap(([1, 2, 3, 4, 5],), np.mean, n_resamples=10_000, method="percentile",
+                          random_state=np.random.default_rng(1)).confidence_interval
+    assert ci == pytest.approx((ref.low, ref.high), abs=0.1)  # scipy's percentile bootstrap, another stream
+    half_t = stats.t.ppf(0.975, 4) * math.sqrt(2.5) / math.sqrt(5)
+    assert ci[1] - ci[0] < 2 * half_t  # narrower than the t interval: the under-coverage the header warns about
+    # two seeds: a resampled mean is x1, (x1 + x2)/2 or x2 with probabilities 1/4, 1/2, 1/4, so [lo, hi] = [x1, x2]
+    assert report.bootstrap([[2.0, 4.0]]) == (3.0, (2.0, 4.0))
+    assert report.bootstrap([[7.0]]) == (7.0, None)  # one seed: no interval
 
 
-def test_cell_text_keeps_mean_pm_population_std_then_the_interval():
-    assert report.cell_text([1, 2, 3, 4, 5]) == "3.00 ± 1.41 [1.04, 4.96]"  # ± ddof=0 std; brackets t interval
-    assert report.cell_text([-8.0]) == "-8.00 ± 0.00"  # one seed: no interval
+def test_stratified_bootstrap_resamples_inside_each_stratum():
+    # stratum 1 {0, 10} resamples to a mean of 0, 5 or 10; stratum 2 is constant: the mean of all four values is
+    # 2.5 (p = 1/4), 5 (1/2) or 7.5 (1/4), so the 95% interval is exactly [2.5, 7.5]
+    assert report.bootstrap([[0.0, 10.0], [5.0, 5.0]]) == (5.0, (2.5, 7.5))
+    # pooled into one stratum, a resample can draw three 0s (p = 3.5%), and the interval reaches lower
+    assert report.bootstrap([[0.0, 10.0, 5.0, 5.0]])[1][0] < 2.5
+    # constant strata never change: the IQM of 1, 1, 3, 3, 3 (one cut each side: 1, 3, 3) with no spread
+    point, ci = report.bootstrap([[1.0, 1.0], [3.0, 3.0, 3.0]], report.iqm)
+    assert point == pytest.approx(7 / 3) and ci == pytest.approx((7 / 3, 7 / 3))
+
+
+def test_iqm_is_the_mean_of_the_middle_half():
+    assert report.iqm(np.array([[1, 2, 3, 4, 5, 6, 7, 8]]))[0] == 4.5  # mean of 3, 4, 5, 6
+    assert report.iqm(np.array([[0, 0, 1, 2, 3, 100, 100, 100]]))[0] == 26.5  # mean of 1, 2, 3, 100
+    assert report.iqm(np.array([[1, 2, 30]]))[0] == 11.0  # int(0.25 · 3) = 0 cut: the mean
+    assert report.iqm(np.array([[5, 1, 4, 2, 3]]))[0] == 3.0  # int(0.25 · 5) = 1 cut each side: mean of 2, 3, 4
+
+
+def test_probability_of_improvement_counts_pairs_with_ties_as_half():
+    assert report.mann_whitney([1, 2, 3], [2, 2]) == 0.5  # 1<2 twice: 0; 2=2 twice: 1/2 each; 3>2 twice: 1 each
+    assert report.mann_whitney([3, 4], [1, 2]) == 1.0 and report.mann_whitney([1], [1]) == 0.5
+    assert report.mann_whitney([-6.5, -5.5], [-7, -6, -4]) == 0.5  # 1 + 2 of 6 pairs
+    p, ci = report.probability_of_improvement([([1, 2, 3], [2, 2]), ([3, 4], [1, 2])])
+    assert p == 0.75  # the mean over the two strata
+    assert 0.5 <= ci[1] <= 1.0 and ci[0] >= 0.5  # stratum 2 is always 1: P >= (0 + 1) / 2
+    assert report.probability_of_improvement([([3, 4], [1, 2])]) == (1.0, (1.0, 1.0))
+    assert report.probability_of_improvement([([3.0], [1.0])]) == (1.0, None)  # one seed each: no interval
+
+
+def test_normalised_score_uses_the_references_of_the_split():
+    scores = report.per_seed(toy_rows())
+    norm = report.normalise(scores)
+    # train: random -40, expert -3; bc_exp's seed 0 scores -9 → 100 · 31 / 37
+    assert norm[("bc_exp", "train")][0] == pytest.approx(100 * 31 / 37)
+    assert norm[("bc_exp", "heldout")][0] == pytest.approx(100 * 31 / 37)  # heldout: everything shifted by -1
+    assert not any(m.startswith("reference_") for m, _ in norm)
+    no_random = {k: v for k, v in scores.items() if k[0] != "reference_random"}
+    assert report.normalise(no_random) == {}
+
+
+def test_cell_text_is_mean_sample_std_and_bootstrap_interval():
+    c = report.cell([1, 2, 3, 4, 5])
+    assert c["std"] == pytest.approx(math.sqrt(2.5)) and c["n"] == 5  # ddof=1
+    assert report.cell_text(c) == f"3.00 ± 1.58 [{c['ci'][0]:.2f}, {c['ci'][1]:.2f}]"
+    assert report.cell_text(report.cell([-8.0])) == "-8.00"  # one seed: the mean alone
+
+
+def test_method_names_and_order():
+    names = ["dwbc_expert_data_r2.0", "oilca_r10.0", "oilca", "reference_random", "zzz", "oilca_copy",
+             "dwbc_expert_data", "oilca_oracle_r1.0", "oilca_r2.0", "bc_exp", "oilca_oracle", "oilca_bc_all"]
+    assert sorted(names, key=report.order_key) == [
+        "bc_exp", "oilca", "oilca_r2.0", "oilca_r10.0", "oilca_bc_all", "oilca_oracle", "oilca_oracle_r1.0",
+        "oilca_copy", "dwbc_expert_data", "dwbc_expert_data_r2.0", "zzz", "reference_random"]
+    assert report.display("oilca_oracle_r1.0") == "OILCA, oracle labels (env expert) (ratio 1.0)"
+    assert report.display("dwbc_expert_data_r2.0") == "DWBC + true expert rows (ratio 2.0)"
+    assert report.display("oilca_copy") == "no counterfactual (partner's own s′)"
+    assert report.display("zzz_r1.0") == "zzz_r1.0" and report.split_ratio("zzz_r1.0") == ("zzz_r1.0", None)
+    assert report.method_pairs({"oilca", "dwbc", "oilca_dwbc", "oilca_r1.0", "oril"}, [("oril", "dwbc")]) == [
+        ("oilca", "dwbc"), ("oilca_r1.0", "oilca"), ("oilca_dwbc", "oilca"), ("oril", "dwbc")]
 
 
 def test_table_cells_bold_and_header(tmp_path):
     rows = toy_rows()
-    md = report.table(rows)
+    md, summary = report.report_markdown(report.by_env(rows), n_resamples=2000)
     lines = md.splitlines()
-    assert lines[0] == "| method | in-distribution (training c) | out-of-distribution (held-out c) | seeds |"
-    bc = [l for l in lines if l.startswith("| bc_exp |")][0]
-    # seed means -9..-5 (train) and -10..-6 (heldout); t interval half-width 1.963243
-    assert bc == "| bc_exp | -7.00 ± 1.41 [-8.96, -5.04] | -8.00 ± 1.41 [-9.96, -6.04] | 5 |"
-    oilca = [l for l in lines if l.startswith("| oilca |")][0]
-    assert oilca.startswith("| oilca | **-5.67 ± 1.25 [") and oilca.count("**") == 4  # best learned method, both columns
-    assert "| reference_expert | -3.00 ± 0.00 | -4.00 ± 0.00 | 1 |" in lines  # best overall but not ranked, no interval
-    assert sum(l.count("**") for l in lines) == 4
-    head = report.header(rows)
-    assert head.startswith("Returns on toy: mean ± std over seeds") and "95% confidence interval" in head
-    assert "Student t" in head and "2 episodes per split" in head and "evaluation seed 10000" in head
+    assert "| method | name | in-distribution (training c) | out-of-distribution (held-out c) | seeds |" in lines
+    bc = [l for l in lines if l.startswith("| bc_exp |")][0]  # seed means -9 .. -5 (train), -10 .. -6 (heldout)
+    assert bc.startswith("| bc_exp | BC-exp | -7.00 ± 1.58 [") and "| -8.00 ± 1.58 [" in bc and bc.endswith("| 5 |")
+    oilca = [l for l in lines if l.startswith("| oilca |")]
+    assert oilca[0].startswith("| oilca | OILCA | **-5.67 ± 1.53 [") and oilca[0].count("**") == 4  # best learned
+    assert "| reference_expert | expert (reference) | -3.00 | -4.00 | 1 |" in lines  # not ranked, no interval
+    assert "| oilca_r1.0 | OILCA (ratio 1.0) | -6.00 ± 0.71 [-6.50, -5.50] | -7.00 ± 0.71 [-7.50, -6.50] | 2 |" in lines
+    # normalised table: 100 · (R + 40) / 37 (train); bold again on OILCA; no reference rows
+    assert any(l.startswith("| bc_exp | BC-exp | 89.2 ± 4.3 [") for l in lines)
+    assert sum(l.count("**") for l in lines) == 8 and md.count("| reference_expert |") == 1
+    # P(X > Y): OILCA beats DWBC on every pair of seeds; OILCA at ratio 1.0 against OILCA: 3 of 6 pairs
+    assert "| oilca vs dwbc | 1.00 [1.00, 1.00] | 1.00 [1.00, 1.00] | 3, 3 |" in lines
+    assert any(l.startswith("| oilca_r1.0 vs oilca | 0.50 [") for l in lines)
+    # paired gaps over the shared seeds 0-2: OILCA − DWBC = 8, 6, 9; OILCA − BC-exp = 2, 2, 3
+    assert any(l.startswith("| oilca − dwbc | 7.67 ± 1.53 [") and l.endswith("| 3 |") for l in lines)
+    assert any(l.startswith("| oilca − bc_exp | 2.33 ± 0.58 [") for l in lines)
+    assert "oilca_bc_all − bc_all" not in md  # a gap whose methods do not both exist is left out
+    head = report.header(rows, "toy")
+    assert head.startswith("Returns on toy: each cell is mean ± s [lo, hi]") and "ddof=1" in head
+    assert "percentile-bootstrap" in head and "3–5 seeds under-covers" in head
+    assert "2 episodes per split" in head and "evaluation seed 10000" in head
+    cells = {(c["method"], c["split"]): c for c in summary["cells"]}
+    c = cells[("bc_exp", "train")]
+    assert (c["env"], c["n"], c["seeds"], c["mean"]) == ("toy", 5, [0, 1, 2, 3, 4], -7.0)
+    assert c["std"] == pytest.approx(math.sqrt(2.5)) and c["normalised"]["mean"] == pytest.approx(100 * 33 / 37)
+    assert cells[("reference_random", "train")]["ci"] is None and cells[("reference_random", "train")]["normalised"] is None
 
 
 # ------------------------------------------------------------------------------------------------- CLI, docs
@@ -87,8 +164,11 @@ def test_main_writes_table_figures_and_doc(tmp_path, capsys):
     doc.write_text(f"# Toy\n\nbefore\n<!-- report: {folder} -->\nstale table\n<!-- /report -->\nafter\n")
     md = report.main(report.Args(results=folder, doc=(str(doc),)))
     out = capsys.readouterr().out
-    assert "| oilca |" in out and "**" in out
+    assert "| oilca |" in out and "**" in out and "wrote" in out
     assert open(os.path.join(folder, "table.md")).read() == md + "\n"
+    summary = json.load(open(os.path.join(folder, "summary.json")))
+    assert summary["resamples"] == 10_000 and summary["bootstrap_seed"] == 0 and len(summary["cells"]) == 6 * 2
+    assert {e["x"] for e in summary["gaps"]} == {"oilca"} and summary["probability_of_improvement"]
     for name in ("fig4.png", "fig5.png"):
         with open(os.path.join(folder, name), "rb") as f:
             assert f.read(8) == PNG
@@ -136,7 +216,7 @@ def test_bad_input_is_one_line_on_stderr_and_writes_nothing(tmp_path):
     ("nan", "holds the non-finite number NaN"),
     ("no_seed", "result JSON without seed"),
     ("duplicate", "both hold method bc_exp, seed 0, split train"),
-    ("two_envs", "several envs"),
+    ("env_number", "'env' must be a non-empty string"),
 ])
 def test_bad_results_folders(tmp_path, case, words):
     folder = tmp_path / "results"
@@ -146,7 +226,7 @@ def test_bad_results_folders(tmp_path, case, words):
             "nan": [result("bc_exp", 0, "train", 1.0) | {"returns": [1.0, float("nan")]}],
             "no_seed": [{k: v for k, v in result("bc_exp", 0, "train", 1.0).items() if k != "seed"}],
             "duplicate": [result("bc_exp", 0, "train", 1.0)],
-            "two_envs": [result("bc_exp", 0, "train", 1.0), result("bc_all", 0, "train", 1.0, env="dmc:walker-stand")]}[case]
+            "env_number": [result("bc_exp", 0, "train", 1.0, env=3)]}[case]
     for i, r in enumerate(rows):
         with open(folder / f"r{i}.json", "w") as f:
             json.dump(r, f)
@@ -159,6 +239,84 @@ def test_bad_results_folders(tmp_path, case, words):
     assert not (folder / "table.md").exists()
 
 
+def walker_rows():
+    """A second env, with references 0 and 100 (normalised score = return) and train only."""
+    rows = [result("reference_random", 0, "train", 0.0, env="dmc:walker-stand"),
+            result("reference_expert", 0, "train", 100.0, env="dmc:walker-stand")]
+    rows += [result("oilca", s, "train", m, env="dmc:walker-stand") for s, m in enumerate([10.0, 20.0, 30.0])]
+    rows += [result("dwbc", s, "train", m, env="dmc:walker-stand") for s, m in enumerate([5.0, 25.0, 40.0])]
+    return rows
+
+
+def test_a_folder_with_two_envs_gets_one_block_and_one_figure_pair_per_env(tmp_path):
+    folder = write(tmp_path / "results", toy_rows() + walker_rows())  # the same methods and seeds in both envs
+    md = report.main(report.Args(results=folder, resamples=500))
+    blocks = md.split("## ")
+    assert [b.splitlines()[0] for b in blocks[1:]] == ["dmc:walker-stand", "toy"]
+    assert "Returns on dmc:walker-stand:" in blocks[1] and "| oilca | OILCA | 20.00 ± 10.00 [" in blocks[1]
+    assert "held-out" not in blocks[1] and "| oilca | OILCA | **-5.67 ± 1.53 [" in blocks[2]  # never mixed
+    assert "Figures of toy: fig4_toy.png and fig5_toy.png." in blocks[2]
+    names = set(os.listdir(folder))
+    assert {"fig4_toy.png", "fig5_toy.png", "fig4_dmc_walker_stand.png"} <= names
+    assert not {"fig4.png", "fig5.png", "fig5_dmc_walker_stand.png"} & names  # walker has no ratios: no Fig. 5
+    summary = json.load(open(os.path.join(folder, "summary.json")))
+    assert {c["env"] for c in summary["cells"]} == {"toy", "dmc:walker-stand"}
+
+
+def test_aggregate_iqm_and_probability_of_improvement_across_tasks(tmp_path):
+    toy, walker = write(tmp_path / "toy", toy_rows()), write(tmp_path / "walker", walker_rows())
+    out = tmp_path / "agg"
+    doc = tmp_path / "doc.md"
+    doc.write_text(f"<!-- report: {out} -->\n<!-- /report -->\n")
+    md = report.main(report.Args(aggregate=(toy, walker), out=str(out), doc=(str(doc),), pairs=("dwbc:oilca",),
+                                 resamples=2000))
+    agg = json.load(open(out / "aggregate.json"))
+    assert open(out / "aggregate.md").read() == md + "\n" and md in doc.read_text()
+    assert agg["strata"] == [["toy", "train"], ["toy", "heldout"], ["dmc:walker-stand", "train"]]
+    # OILCA's 9 normalised runs: toy (both splits) 100 · (R + 40) / 37 for R = -7, -6, -4; walker 10, 20, 30
+    runs = [100 * (r + 40) / 37 for r in (-7, -6, -4)] * 2 + [10.0, 20.0, 30.0]
+    o = agg["methods"]["oilca"]
+    assert o["iqm"] == pytest.approx(stats.trim_mean(runs, 0.25)) and o["mean"] == pytest.approx(np.mean(runs))
+    assert (o["runs"], o["strata"]) == (9, 3) and o["iqm_ci"][0] < o["iqm"] < o["iqm_ci"][1]
+    assert agg["methods"]["bc_exp"]["strata"] == 2  # toy only
+    # P(OILCA > DWBC): 1 on both toy splits, 4 of 9 pairs on walker → (1 + 1 + 4/9) / 3
+    poi = {(e["x"], e["y"]): e for e in agg["probability_of_improvement"]}
+    assert poi[("oilca", "dwbc")]["p"] == pytest.approx(22 / 27) and poi[("oilca", "dwbc")]["strata"] == 3
+    assert poi[("dwbc", "oilca")]["p"] == pytest.approx(5 / 27)  # --pairs: the other way round
+    assert ("oilca_r1.0", "oilca") in poi and "| oilca vs dwbc | 0.81 [" in md
+
+
+def test_aggregate_refusals(tmp_path):
+    toy = write(tmp_path / "toy", toy_rows())
+    copy = write(tmp_path / "copy", toy_rows())
+    with pytest.raises(report.ReportError, match="env toy is also in"):
+        report.main(report.Args(aggregate=(toy, copy), out=str(tmp_path / "agg")))
+    bare = write(tmp_path / "bare", [r for r in toy_rows() if r["method"] != "reference_expert"])
+    with pytest.raises(report.ReportError, match="no env and split has both reference runs"):
+        report.main(report.Args(aggregate=(bare,), out=str(tmp_path / "agg")))
+    assert not (tmp_path / "agg").exists()
+
+
+@pytest.mark.parametrize("flags, words", [
+    (dict(pairs=("oilca",)), "--pairs 'oilca': give two different methods as x:y"),
+    (dict(gaps=("oilca:oilca",)), "--gaps 'oilca:oilca'"),
+    (dict(resamples=0), "--resamples must be an integer >= 1"),
+])
+def test_bad_flags_are_refused_before_anything_is_written(tmp_path, flags, words):
+    folder = write(tmp_path / "results", toy_rows())
+    with pytest.raises(ValueError, match=words):
+        report.main(report.Args(results=folder, **flags))
+    assert not (tmp_path / "results" / "table.md").exists()
+
+
+def test_extra_gaps_and_pairs(tmp_path):
+    md, summary = report.report_markdown(report.by_env(toy_rows()), pairs=[("bc_exp", "dwbc")],
+                                         gaps=[("oilca_r1.0", "oilca")], n_resamples=500)
+    assert "| bc_exp vs dwbc | 1.00 [1.00, 1.00] |" in md
+    gap = [e for e in summary["gaps"] if e["x"] == "oilca_r1.0" and e["split"] == "train"][0]
+    assert gap["seeds"] == [0, 1] and gap["mean"] == pytest.approx(0.5)  # (-6.5 + 7 + -5.5 + 6) / 2
+
+
 # ------------------------------------------------------------------------------------------------- figures
 def test_fig4_scales_to_the_methods_not_to_a_far_random_reference(tmp_path):
     rows = toy_rows(random_mean=-40.0)
@@ -167,7 +325,8 @@ def test_fig4_scales_to_the_methods_not_to_a_far_random_reference(tmp_path):
     dots = [np.mean(r["returns"]) for r in rows if not r["method"].startswith("reference_")]
     assert lo <= min(dots) and max(dots) <= hi  # every seed dot (and so every bar) on the axis
     for split, _ in report.present_splits(rows):
-        lo_ci = min(report.t_interval(list(report.per_seed(rows)[(m, split)].values()))[0] for m in ("bc_exp", "oilca", "dwbc"))
+        lo_ci = min(report.bootstrap([list(report.per_seed(rows)[(m, split)].values())])[1][0]
+                    for m in ("bc_exp", "oilca", "dwbc"))
         assert lo <= lo_ci  # and every CI
     assert lo > -40.0 and lo > -41.0  # random (-40 train, -41 heldout) left off the axis ...
     assert info["off_scale"] == {"train": ["random"], "heldout": ["random"]}  # ... and named as such; expert kept
@@ -187,15 +346,34 @@ def test_fig4_limits_rule():
 
 def test_fig5_needs_two_sizes_on_shared_seeds(tmp_path):
     rows = toy_rows()
+    curves = report.fig5_curves(rows)
+    # oilca (0.5) and oilca_r1.0 (1.0), led by DWBC (0.05), over the seeds all three have
+    assert curves["train"] == [("oilca", [(0.05, "dwbc"), (0.5, "oilca"), (1.0, "oilca_r1.0")], [0, 1])]
     assert report.fig5(rows, str(tmp_path / "fig5.png"))
     assert open(tmp_path / "fig5.png", "rb").read(8) == PNG
     only_bc = [r for r in rows if r["method"] in ("bc_exp", "reference_random")]
     assert not report.fig5(only_bc, str(tmp_path / "none.png")) and not (tmp_path / "none.png").exists()
+    one_ratio = [r for r in rows if r["method"] != "oilca_r1.0"]  # DWBC + one OILCA ratio: no curve
+    assert report.fig5_curves(one_ratio) == {}
+
+
+def test_fig5_draws_a_curve_per_family_with_two_ratios(tmp_path):
+    rows = toy_rows()
+    for method, x, m in (("dwbc_expert_data", 0.5, -8.0), ("dwbc_expert_data_r2.0", 2.0, -7.0),
+                         ("oilca_oracle", 0.5, -5.0)):  # oilca_oracle has one ratio: no curve
+        rows += [result(method, s, "train", m + s, augmented_de_over_du=x) for s in range(3)]
+    curves = report.fig5_curves(rows)
+    assert [fam for fam, _, _ in curves["train"]] == ["oilca", "dwbc_expert_data"]
+    assert curves["train"][1] == ("dwbc_expert_data", [(0.05, "dwbc"), (0.5, "dwbc_expert_data"),
+                                                       (2.0, "dwbc_expert_data_r2.0")], [0, 1, 2])
+    assert [fam for fam, _, _ in curves["heldout"]] == ["oilca"]
+    assert report.fig5(rows, str(tmp_path / "fig5.png"), n_resamples=500)
 
 
 def test_cli_help():
     proc = subprocess.run([sys.executable, "report.py", "--help"], cwd=ROOT, capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0 and "--results" in proc.stdout and "--doc" in proc.stdout
+    assert proc.returncode == 0 and all(f in proc.stdout for f in ("--results", "--doc", "--aggregate", "--pairs",
+                                                                     "--gaps", "--resamples"))
 
 
 # ------------------------------------------------------------------------------------------------- return_hist.py
