@@ -221,7 +221,7 @@ def main(args: Args) -> dict:
                          "full_policy": full_pol, "seeds": list(args.seeds)},
               "out_policies": out_pol}
     contract.save_json(args.out, record)
-    width = max(len(c) for c in C)
+    width = max(len(c) for c in C + ["candidate"])
     print(f"{'candidate':<{width}}  " + "  ".join(f"fold {k:<4}" for k in K) + "  mean")
     for c in C:
         print(f"{c:<{width}}  " + "  ".join(f"{x:<9.5f}" for x in per_fold[c]) + f"  {scores[c]:.5f}"
