@@ -296,7 +296,7 @@ def build(args: Args, p: dict) -> List[Job]:
         held = lambda k: path("data", f"{slug}_cv{K}_f{k}_heldout.npz")  # noqa: E731
         for k in range(K):
             add(f"cv_split_f{k}", "select", ["cv_split.py", "--dataset", data, "--folds", K, "--fold", k, "--seed", 0,
-                                             "--out", fold(k), "--heldout-out", held(k)], [data], [fold(k), held(k)])
+                                             "--out", fold(k), "--heldout-out", held(k), "--force"], [data], [fold(k), held(k)])
             for c in cand:
                 script, flags = ("train_dwbc.py", ()) if c == "dwbc" else ("train_bc.py", ("--data", c[3:].replace("exp", "expert")))
                 train(f"select_{c}_f{k}", "select", 0, script, fold(k), *flags, evals=False)
@@ -347,9 +347,10 @@ def build(args: Args, p: dict) -> List[Job]:
         add(f"reference_{ref}", "references", ["evaluate.py", "--reference", ref, "--env-dataset", data, "--split",
             *p["splits"], "--episodes", args.episodes, "--out", result], [data],
             [result.replace("{split}", sp) for sp in p["splits"]])
-    results = [o for j in jobs for o in j.outputs if o.endswith(".json") and os.path.dirname(o) == path(res)]
+    results = [o for j in jobs for o in j.outputs if o.endswith(".json") and os.path.dirname(o) == path(res)
+               and not o.endswith("sampler_selection.json")]
     add("report", "report", ["report.py", "--results", path(res)], results,
-        [path(res, "table.md"), path(res, "fig4.png")])
+        [path(res, "table.md"), path(res, "summary.json"), path(res, "fig4.png")])
 
     producer = {o: j.name for j in jobs for o in j.outputs}
     for j in jobs:

@@ -133,7 +133,7 @@ def test_controls_samplers_selection_sweep_and_data_draws_are_jobs_of_the_grid(t
         assert f" --method {m} --out-dir {r}/{m}_s0 " in cmds[f"{m}_s0"]
     # the selection: K folds of D_E, each candidate trained on each fold without rollouts, then one choice
     assert cmds["cv_split_f2"] == (f"cv_split.py --dataset {d}.npz --folds 3 --fold 2 --seed 0 --out {d}_cv3_f2.npz "
-                                   f"--heldout-out {d}_cv3_f2_heldout.npz")
+                                   f"--heldout-out {d}_cv3_f2_heldout.npz --force")
     assert cmds["select_dwbc_f1"].startswith(f"train_dwbc.py --dataset {d}_cv3_f1.npz --seed 0 ")
     assert "--eval-every 0 --eval-episodes 0" in cmds["select_bc_all_f0"] and "final-eval" not in cmds["select_bc_all_f0"]
     assert "--candidates bc_exp bc_all dwbc" in cmds["select_sampler"] and "--seeds 0 1" in cmds["select_sampler"]
