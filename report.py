@@ -4,19 +4,12 @@ Input: a folder of result JSON (keys method, seed, split, env, returns: the per-
 augmented_de_over_du, episodes, eval_seed); other JSON (timing.json, summary.json) is skipped. A seed's score is the
 mean of its episode returns. The reference runs are the methods reference_expert and reference_random.
 
-Statistics (docs/statistics.md says exactly how each number is computed):
-- a cell is `mean ± s [lo, hi]` over training seeds: s the sample std (ddof=1), [lo, hi] the 95% percentile-bootstrap
-  interval of the mean (10,000 resamples of the seeds with replacement, generator seed 0, so the same files always
-  give the same text); one seed: the mean alone. A bootstrap over 3–5 seeds under-covers (the intervals are too
-  narrow); the header says so.
-- normalised score, per env and split: 100·(R − R_random)/(R_expert − R_random) from the reference runs in the folder.
-- probability of improvement P(X > Y) per split (rliable): the Mann–Whitney statistic of X's seed scores against Y's
-  (ties count 1/2), with a bootstrap interval that resamples X's and Y's seeds independently.
-- paired gap X − Y: the mean of the per-seed differences over the training seeds both methods have, bootstrap interval.
-- --aggregate, over several folders: per method the IQM (rliable: the mean of the middle 50% of all its (task, split,
-  seed) normalised scores, scipy.stats.trim_mean with 0.25 cut each side) and the mean, each with a stratified-bootstrap
-  interval (seeds resampled inside each (task, split)); P(X > Y) on returns, averaged over the (task, split) that both
-  methods have.
+Statistics: the estimators are stats.py's, whose docstring states each one exactly (docs/statistics.md explains them).
+A cell is `mean ± s [lo, hi]` over training seeds (sample std; 95% percentile bootstrap of the mean, 10,000 resamples,
+generator seed 0; one seed: the mean alone; the header warns that 3–5 seeds under-cover). Normalised scores use the
+reference runs of the same env and split; P(X > Y) (rliable) and paired gaps X − Y over shared seeds are per split;
+--aggregate gives each method's IQM and mean of normalised scores with stratified-bootstrap intervals, and P(X > Y)
+averaged over the (task, split) strata both methods have.
 
 Outputs of `--results F`, written into F:
 - table.md, per env (a folder with several envs gets one block per env, headed by the env id): returns, normalised
@@ -64,6 +57,7 @@ import tyro
 
 import checks
 import contract
+import stats
 
 MAIN_METHODS = ("bc_exp", "bc_all", "oril", "bcnd", "lobsdice", "dwbc", "oril_ca", "bcnd_ca", "oilca")  # table order
 CONTROLS = ("oilca_bc_all", "oilca_dwbc", "oilca_oracle", "oilca_selected", "oilca_copy", "oilca_authors",
@@ -83,10 +77,6 @@ DEFAULT_PAIRS = (("oilca", "dwbc"), ("oril_ca", "oril"), ("bcnd_ca", "bcnd"))  #
 DEFAULT_GAPS = (("oilca", "dwbc"), ("oilca", "bc_exp"), ("oilca_bc_all", "bc_all"), ("oilca_dwbc", "dwbc"))
 ALL_SPLITS = (("train", "in-distribution (training c)"), ("heldout", "out-of-distribution (held-out c)"),
               ("A", "space A (in-distribution)"), ("B", "space B (out-of-distribution)"))
-CI_LEVEL = 0.95
-N_RESAMPLES = 10_000  # bootstrap resamples per interval
-BOOT_SEED = 0  # every interval draws from np.random.default_rng(BOOT_SEED): the same inputs give the same text
-IQM_CUT = 0.25  # the IQM trims this fraction from each end (rliable)
 MIN_METHOD_FRACTION = 0.5  # Fig. 4: a reference line (or 0) joins the y-axis only if the methods still fill half of it
 NO_ENV = "env not recorded"
 DOC_OPEN = re.compile(r"^\s*<!--\s*report:\s*(.*?)\s*-->\s*$")
@@ -122,7 +112,7 @@ class Args:
     """extra `x:y` method pairs for the probability of improvement P(x > y), after the default pairs"""
     gaps: Tuple[str, ...] = ()
     """extra `x:y` paired gaps x − y over the training seeds both have, after the default gaps"""
-    resamples: int = N_RESAMPLES
+    resamples: int = stats.N_RESAMPLES
     """bootstrap resamples per interval"""
 
 
@@ -250,57 +240,7 @@ def env_slug(env: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "_", env).strip("_") or "env"
 
 
-# ------------------------------------------------------------------------------------------------- statistics
-def _mean(a: np.ndarray) -> np.ndarray:
-    return a.mean(axis=1)
-
-
-def iqm(a: np.ndarray) -> np.ndarray:
-    """Interquartile mean of each row of a 2-D array (rliable: scipy.stats.trim_mean, IQM_CUT cut from each end)."""
-    from scipy.stats import trim_mean
-
-    return trim_mean(a, IQM_CUT, axis=1)
-
-
-def bootstrap(strata, stat=_mean, n_resamples: int = N_RESAMPLES, level: float = CI_LEVEL):
-    """(point, (lo, hi) or None): `stat` of all values of `strata` (a list of 1-D value lists, one per stratum) and
-    its percentile-bootstrap interval. A resample draws len(s) values with replacement inside every stratum s and
-    joins them (stratified bootstrap; one stratum: the plain bootstrap over seeds). `stat` maps an (n, N) array to its
-    n row statistics. No interval when no stratum has two values."""
-    strata = [np.asarray(s, dtype=np.float64) for s in strata]
-    point = float(stat(np.concatenate(strata)[None, :])[0])
-    if all(len(s) < 2 for s in strata):
-        return point, None
-    rng = np.random.default_rng(BOOT_SEED)
-    sample = np.concatenate([s[rng.integers(0, len(s), size=(n_resamples, len(s)))] for s in strata], axis=1)
-    lo, hi = np.percentile(stat(sample), [50 * (1 - level), 50 * (1 + level)])
-    return point, (float(lo), float(hi))
-
-
-def mann_whitney(x, y) -> np.ndarray:
-    """P(X > Y) + ½ P(X = Y) over all pairs of the last axes: x (..., nx), y (..., ny) → (...)."""
-    x, y = np.asarray(x, dtype=np.float64)[..., :, None], np.asarray(y, dtype=np.float64)[..., None, :]
-    return ((x > y) + 0.5 * (x == y)).mean(axis=(-2, -1))
-
-
-def probability_of_improvement(pairs, n_resamples: int = N_RESAMPLES, level: float = CI_LEVEL):
-    """(P(X > Y), (lo, hi) or None) over strata (rliable): `pairs` holds one (x, y) of seed scores per (task, split)
-    both methods have; P is the mean over strata of mann_whitney(x, y). The interval is a stratified bootstrap that
-    resamples x and y independently inside each stratum."""
-    pairs = [(np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)) for x, y in pairs]
-    point = float(np.mean([mann_whitney(x, y) for x, y in pairs]))
-    if all(len(x) < 2 and len(y) < 2 for x, y in pairs):
-        return point, None
-    rng = np.random.default_rng(BOOT_SEED)
-    per_stratum = []
-    for x, y in pairs:
-        xi = rng.integers(0, len(x), size=(n_resamples, len(x)))
-        yi = rng.integers(0, len(y), size=(n_resamples, len(y)))
-        per_stratum.append(mann_whitney(x[xi], y[yi]))
-    lo, hi = np.percentile(np.mean(per_stratum, axis=0), [50 * (1 - level), 50 * (1 + level)])
-    return point, (float(lo), float(hi))
-
-
+# ------------------------------------------------------------------------------------------------- seed scores
 def per_seed(rows: list, key: str = "returns") -> dict:
     """{(method, split): {seed: mean return}} (key="success": mean fractional success, CausalWorld)"""
     out = defaultdict(dict)
@@ -323,27 +263,8 @@ def normalise(scores: dict) -> dict:
             continue
         for (m, s), v in scores.items():
             if s == split and not m.startswith("reference_"):
-                out[(m, s)] = {seed: float(100.0 * (x - r_rd) / (r_ex - r_rd)) for seed, x in v.items()}
+                out[(m, s)] = {seed: stats.normalise(x, r_ex, r_rd) for seed, x in v.items()}
     return out
-
-
-def cell(values, n_resamples: int = N_RESAMPLES) -> dict:
-    """{n, mean, std (ddof=1; None for one value), ci ([lo, hi] percentile bootstrap of the mean; None for one)}"""
-    v = np.asarray(values, dtype=np.float64)
-    mean, ci = bootstrap([v], _mean, n_resamples)
-    return {"n": len(v), "mean": mean, "std": float(v.std(ddof=1)) if len(v) > 1 else None,
-            "ci": list(ci) if ci else None}
-
-
-def ci_text(ci, digits: int = 2) -> str:
-    """' [lo, hi]', or '' without an interval."""
-    return f" [{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]" if ci else ""
-
-
-def cell_text(c: dict, digits: int = 2) -> str:
-    """'mean ± s [lo, hi]'; one value: 'mean'."""
-    return f"{c['mean']:.{digits}f}" + (f" ± {c['std']:.{digits}f}" if c["std"] is not None else "") \
-        + ci_text(c["ci"], digits)
 
 
 # ------------------------------------------------------------------------------------------------- tables
@@ -358,7 +279,7 @@ def table(cells: dict, splits: tuple, digits: int = 2) -> str:
     lines = ["| method | name | " + " | ".join(title for _, title in splits) + " | seeds |",
              "|---" * (len(splits) + 3) + "|"]
     for m in methods:
-        texts = [cell_text(cells[(m, s)], digits) if (m, s) in cells else "—" for s, _ in splits]
+        texts = [stats.cell_text(cells[(m, s)], digits) if (m, s) in cells else "—" for s, _ in splits]
         texts = [f"**{t}**" if m == best[s] else t for t, (s, _) in zip(texts, splits)]
         n = max(cells[(m, s)]["n"] for s, _ in splits if (m, s) in cells)
         lines.append(f"| {m} | {display(m)} | " + " | ".join(texts) + f" | {n} |")
@@ -373,7 +294,7 @@ def poi_entries(scores: dict, splits: tuple, extra: list, n_resamples: int) -> l
         for split, _ in splits:
             if (x, split) in scores and (y, split) in scores:
                 xs, ys = list(scores[(x, split)].values()), list(scores[(y, split)].values())
-                p, ci = probability_of_improvement([(xs, ys)], n_resamples)
+                p, ci = stats.probability_of_improvement([(xs, ys)], n_resamples)
                 out.append({"split": split, "x": x, "y": y, "p": p, "ci": list(ci) if ci else None,
                             "n_x": len(xs), "n_y": len(ys)})
     return out
@@ -384,11 +305,9 @@ def gap_entries(scores: dict, splits: tuple, extra: list, n_resamples: int) -> l
     out = []
     for x, y in list(DEFAULT_GAPS) + [g for g in extra if g not in DEFAULT_GAPS]:
         for split, _ in splits:
-            a, b = scores.get((x, split), {}), scores.get((y, split), {})
-            shared = sorted(set(a) & set(b))
-            if shared:
-                out.append({"split": split, "x": x, "y": y, "seeds": shared,
-                            **cell([a[s] - b[s] for s in shared], n_resamples)})
+            gap = stats.paired_gap(scores.get((x, split), {}), scores.get((y, split), {}), n_resamples)
+            if gap:
+                out.append({"split": split, "x": x, "y": y, **gap})
     return out
 
 
@@ -409,21 +328,22 @@ def _one_or_all(rows: list, field: str) -> str:
     return vals[0] if len(vals) == 1 else (", ".join(vals) if vals else "not recorded")
 
 
-def header(rows: list, env: str, n_resamples: int = N_RESAMPLES) -> str:
+def header(rows: list, env: str, n_resamples: int = stats.N_RESAMPLES) -> str:
     return (f"Returns on {env}: each cell is mean ± s [lo, hi] over training seeds of each seed's mean episode return: "
-            f"s the sample std over seeds (ddof=1), [lo, hi] the {CI_LEVEL:.0%} percentile-bootstrap interval of the "
-            f"mean ({n_resamples:,} resamples of the seeds, generator seed {BOOT_SEED}; one seed: the mean alone); "
-            f"{UNDER_COVERS}. Bold: the best learned method of each column ({_one_or_all(rows, 'episodes')} episodes "
-            f"per split, evaluation seed {_one_or_all(rows, 'eval_seed')}).\n\n")
+            f"s the sample std over seeds (ddof=1), [lo, hi] the {stats.CI_LEVEL:.0%} percentile-bootstrap interval "
+            f"of the mean ({n_resamples:,} resamples of the seeds, generator seed {stats.BOOT_SEED}; one seed: the "
+            f"mean alone); {UNDER_COVERS}. Bold: the best learned method of each column "
+            f"({_one_or_all(rows, 'episodes')} episodes per split, evaluation seed "
+            f"{_one_or_all(rows, 'eval_seed')}).\n\n")
 
 
 def env_report(rows: list, env: str, pairs: list, gaps: list, n_resamples: int):
     """(markdown, summary parts) of one env's results."""
     splits = present_splits(rows)
     scores = per_seed(rows)
-    cells = {k: cell(list(v.values()), n_resamples) for k, v in scores.items()}
+    cells = {k: stats.cell(list(v.values()), n_resamples) for k, v in scores.items()}
     normed = normalise(scores)
-    ncells = {k: cell(list(v.values()), n_resamples) for k, v in normed.items()}
+    ncells = {k: stats.cell(list(v.values()), n_resamples) for k, v in normed.items()}
     md = header(rows, env, n_resamples) + table(cells, splits)
     if ncells:
         md += ("\n\nNormalised score 100·(R − R_random)/(R_expert − R_random), R_expert and R_random the reference "
@@ -434,15 +354,15 @@ def env_report(rows: list, env: str, pairs: list, gaps: list, n_resamples: int):
         md += ("\n\nProbability of improvement P(X > Y) per split (rliable): the fraction of (X seed, Y seed) pairs "
                "where X's return is higher, ties 1/2, [the bootstrap interval, X's and Y's seeds resampled "
                "independently]; seeds: X's, Y's:\n\n"
-               + pair_table(poi, splits, lambda e: f"{e['p']:.2f}" + ci_text(e["ci"]), " vs ",
+               + pair_table(poi, splits, lambda e: f"{e['p']:.2f}" + stats.ci_text(e["ci"]), " vs ",
                             lambda es: f"{max(e['n_x'] for e in es)}, {max(e['n_y'] for e in es)}"))
     gap = gap_entries(scores, splits, gaps, n_resamples)
     if gap:
         md += ("\n\nX − Y over shared training seeds: the differences of the two methods' seed scores on the seeds "
                "both have, in the same cell format:\n\n"
-               + pair_table(gap, splits, cell_text, " − ", lambda es: max(e["n"] for e in es)))
+               + pair_table(gap, splits, stats.cell_text, " − ", lambda es: max(e["n"] for e in es)))
     success = per_seed(rows, "success")
-    scells = {k: cell(list(v.values()), n_resamples) for k, v in success.items()}
+    scells = {k: stats.cell(list(v.values()), n_resamples) for k, v in success.items()}
     if scells:
         md += ("\n\nFractional success (CausalWorld), same statistics (mean ± s [95% bootstrap interval]):\n\n"
                + table(scells, splits))
@@ -457,11 +377,11 @@ def env_report(rows: list, env: str, pairs: list, gaps: list, n_resamples: int):
                 "gaps": [{"env": env, **e} for e in gap]}
 
 
-def report_markdown(groups: dict, pairs: list = (), gaps: list = (), n_resamples: int = N_RESAMPLES):
+def report_markdown(groups: dict, pairs: list = (), gaps: list = (), n_resamples: int = stats.N_RESAMPLES):
     """(markdown as written to table.md and into --doc files, summary.json's dict) of {env: rows}; several envs get
     one block each, headed by the env id."""
-    blocks, summary = [], {"level": CI_LEVEL, "resamples": n_resamples, "bootstrap_seed": BOOT_SEED, "cells": [],
-                           "probability_of_improvement": [], "gaps": []}
+    blocks, summary = [], {"level": stats.CI_LEVEL, "resamples": n_resamples, "bootstrap_seed": stats.BOOT_SEED,
+                           "cells": [], "probability_of_improvement": [], "gaps": []}
     for env, rows in groups.items():
         md, part = env_report(rows, env, list(pairs), list(gaps), n_resamples)
         if len(groups) > 1:
@@ -475,7 +395,7 @@ def report_markdown(groups: dict, pairs: list = (), gaps: list = (), n_resamples
 
 
 # ------------------------------------------------------------------------------------------------- across tasks
-def aggregate(folders, pairs: list = (), n_resamples: int = N_RESAMPLES, files: list = None):
+def aggregate(folders, pairs: list = (), n_resamples: int = stats.N_RESAMPLES, files: list = None):
     """(aggregate.md text, aggregate.json dict) over the (task, split) strata of several folders (a task is an env)."""
     tasks = {}  # task -> (folder, rows)
     for folder in folders:
@@ -500,35 +420,35 @@ def aggregate(folders, pairs: list = (), n_resamples: int = N_RESAMPLES, files: 
         raise ReportError(f"{', '.join(folders)}: no env and split has both reference runs (reference_expert, "
                           f"reference_random, with different returns); nothing to normalise")
     methods = sorted({m for st in normed.values() for m in st}, key=order_key)
-    out = {"folders": list(folders), "level": CI_LEVEL, "resamples": n_resamples, "bootstrap_seed": BOOT_SEED,
-           "strata": [list(k) for k in normed], "left_out": left_out, "methods": {},
+    out = {"folders": list(folders), "level": stats.CI_LEVEL, "resamples": n_resamples,
+           "bootstrap_seed": stats.BOOT_SEED, "strata": [list(k) for k in normed], "left_out": left_out, "methods": {},
            "probability_of_improvement": []}
     lines = ["| method | name | IQM | mean | runs | strata |", "|---|---|---|---|---|---|"]
     for m in methods:
         strata = [st[m] for st in normed.values() if m in st]
-        q, q_ci = bootstrap(strata, iqm, n_resamples)
-        mu, mu_ci = bootstrap(strata, _mean, n_resamples)
+        q, q_ci = stats.bootstrap(strata, stats.iqm, n_resamples)
+        mu, mu_ci = stats.bootstrap(strata, stats.mean, n_resamples)
         out["methods"][m] = {"name": display(m), "iqm": q, "iqm_ci": list(q_ci) if q_ci else None, "mean": mu,
                              "mean_ci": list(mu_ci) if mu_ci else None, "runs": sum(map(len, strata)),
                              "strata": len(strata)}
-        lines.append(f"| {m} | {display(m)} | {q:.1f}{ci_text(q_ci, 1)} | {mu:.1f}{ci_text(mu_ci, 1)} "
+        lines.append(f"| {m} | {display(m)} | {q:.1f}{stats.ci_text(q_ci, 1)} | {mu:.1f}{stats.ci_text(mu_ci, 1)} "
                      f"| {sum(map(len, strata))} | {len(strata)} |")
     plines = ["| X vs Y | P(X > Y) | strata |", "|---|---|---|"]
     for x, y in method_pairs({m for st in raw.values() for m in st}, list(pairs)):
         both = [(st[x], st[y]) for st in raw.values() if x in st and y in st]
         if not both:
             continue
-        p, ci = probability_of_improvement(both, n_resamples)
+        p, ci = stats.probability_of_improvement(both, n_resamples)
         out["probability_of_improvement"].append({"x": x, "y": y, "p": p, "ci": list(ci) if ci else None,
                                                   "strata": len(both)})
-        plines.append(f"| {x} vs {y} | {p:.2f}{ci_text(ci)} | {len(both)} |")
+        plines.append(f"| {x} vs {y} | {p:.2f}{stats.ci_text(ci)} | {len(both)} |")
     names = ", ".join(f"{t}/{s}" for t, s in normed)
     md = (f"Across tasks ({len(normed)} env/split strata: {names}; from {', '.join(folders)}). Per method, over all "
           f"its (env, split, seed) runs of the normalised score 100·(R − R_random)/(R_expert − R_random) (references "
           f"of the same env and split): the IQM (interquartile mean: the mean of the middle 50% of the runs, "
-          f"{IQM_CUT:.0%} cut from each end) and the mean, each [{CI_LEVEL:.0%} stratified-bootstrap interval: "
-          f"{n_resamples:,} resamples, seeds drawn with replacement inside each env and split, generator seed "
-          f"{BOOT_SEED}]; {UNDER_COVERS}. Methods measured on different strata are not comparable.\n\n"
+          f"{stats.IQM_CUT:.0%} cut from each end) and the mean, each [{stats.CI_LEVEL:.0%} stratified-bootstrap "
+          f"interval: {n_resamples:,} resamples, seeds drawn with replacement inside each env and split, generator "
+          f"seed {stats.BOOT_SEED}]; {UNDER_COVERS}. Methods measured on different strata are not comparable.\n\n"
           + "\n".join(lines))
     if len(plines) > 2:
         md += ("\n\nProbability of improvement P(X > Y) (rliable): per env and split, the fraction of (X seed, Y seed) "
@@ -606,7 +526,7 @@ def fig4_limits(spans: list, candidates: dict, min_fraction: float = MIN_METHOD_
     return (lo - pad, hi + pad), off
 
 
-def fig4(rows: list, path: str, n_resamples: int = N_RESAMPLES) -> dict:
+def fig4(rows: list, path: str, n_resamples: int = stats.N_RESAMPLES) -> dict:
     """Write Fig. 4 for one env's rows; returns {"ylim": (lo, hi), "off_scale": {split: [reference, ...]}}."""
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
@@ -624,14 +544,14 @@ def fig4(rows: list, path: str, n_resamples: int = N_RESAMPLES) -> dict:
             slots.append((x, m, gi, m != FIG4_GROUPS[gi][0]))
             x += 0.85
         x += 0.55
-    stats = {}  # (method, split) -> (mean, ci or None, seed values)
+    bars = {}  # (method, split) -> (mean, ci or None, seed values)
     spans = []
     for split, _ in SPLITS:
         for _, m, _, _ in slots:
             vals = list(scores.get((m, split), {}).values())
             if vals:
-                mean, ci = bootstrap([vals], _mean, n_resamples)
-                stats[(m, split)] = (mean, ci, vals)
+                mean, ci = stats.bootstrap([vals], stats.mean, n_resamples)
+                bars[(m, split)] = (mean, ci, vals)
                 spans += vals + [mean] + (list(ci) if ci else [])
     refs = {split: {name: float(np.mean(list(scores[(f"reference_{name}", split)].values())))
                     for name in ("expert", "random") if (f"reference_{name}", split) in scores} for split, _ in SPLITS}
@@ -649,9 +569,9 @@ def fig4(rows: list, path: str, n_resamples: int = N_RESAMPLES) -> dict:
     axes = axes[0]
     for ax, (split, title) in zip(axes, SPLITS):
         for x, m, gi, ca in slots:
-            if (m, split) not in stats:
+            if (m, split) not in bars:
                 continue
-            mean, ci, vals = stats[(m, split)]
+            mean, ci, vals = bars[(m, split)]
             color = f"C{gi}"
             ax.bar(x, mean - base, bottom=base, width=0.8, color=color, alpha=0.45 if ca else 0.9,
                    hatch="///" if ca else None, edgecolor=color, linewidth=1.0)
@@ -679,7 +599,7 @@ def fig4(rows: list, path: str, n_resamples: int = N_RESAMPLES) -> dict:
         if handles:
             ax.legend(handles=handles, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.24), ncol=2,
                       frameon=False)
-    axes[0].set_ylabel(f"return: mean over seeds\n(error bars: {CI_LEVEL:.0%} bootstrap interval; dots: seeds)",
+    axes[0].set_ylabel(f"return: mean over seeds\n(error bars: {stats.CI_LEVEL:.0%} bootstrap interval; dots: seeds)",
                        fontsize=9)
     fig.tight_layout()
     contract.save_figure(path, fig)
@@ -708,7 +628,7 @@ def fig5_curves(rows: list) -> dict:
     return dict(out)
 
 
-def fig5(rows: list, path: str, n_resamples: int = N_RESAMPLES) -> bool:
+def fig5(rows: list, path: str, n_resamples: int = stats.N_RESAMPLES) -> bool:
     """Write Fig. 5 for one env's rows when a family has two ratios or more on shared seeds; returns whether it did."""
     from matplotlib.lines import Line2D
 
@@ -726,9 +646,10 @@ def fig5(rows: list, path: str, n_resamples: int = N_RESAMPLES) -> bool:
             step = k - (len(curves[split]) - 1) / 2  # families side by side at the same x, for legibility
             xs = np.array([x for x, _ in points])
             xs = xs * 10 ** (0.015 * step) if log else xs + 0.012 * (xs.max() - xs.min()) * step
-            stats = [bootstrap([[scores[(m, split)][s] for s in seeds]], _mean, n_resamples) for _, m in points]
-            means = np.array([p for p, _ in stats])
-            yerr = np.array([[p - c[0], c[1] - p] if c else [0.0, 0.0] for p, c in stats]).T
+            boots = [stats.bootstrap([[scores[(m, split)][s] for s in seeds]], stats.mean, n_resamples)
+                     for _, m in points]
+            means = np.array([p for p, _ in boots])
+            yerr = np.array([[p - c[0], c[1] - p] if c else [0.0, 0.0] for p, c in boots]).T
             is_dwbc = np.array([m == "dwbc" for _, m in points])
             ax.plot(xs, means, color=color, lw=1.2, label=f"{display(fam)} (seeds {','.join(map(str, seeds))})")
             ax.errorbar(xs[~is_dwbc], means[~is_dwbc], yerr=yerr[:, ~is_dwbc], fmt="o", color=color, capsize=3)
@@ -746,7 +667,7 @@ def fig5(rows: list, path: str, n_resamples: int = N_RESAMPLES) -> bool:
         handles, _ = ax.get_legend_handles_labels()
         handles.append(Line2D([], [], ls="none", marker="s", mfc="white", mec="k", label="DWBC (no augmentation)"))
         ax.legend(handles=handles, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=1, frameon=False)
-    axes[0][0].set_ylabel(f"return: mean over seeds\n(error bars: {CI_LEVEL:.0%} bootstrap interval)", fontsize=9)
+    axes[0][0].set_ylabel(f"return: mean over seeds\n(error bars: {stats.CI_LEVEL:.0%} bootstrap interval)", fontsize=9)
     fig.tight_layout()
     contract.save_figure(path, fig)
     plt.close(fig)

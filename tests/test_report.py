@@ -1,6 +1,6 @@
-"""report.py on hand-made result JSON: the bootstrap, IQM and probability of improvement on hand-computed inputs, the
-table cells, normalised scores, paired gaps, bold, summary.json, one block per env, --aggregate, --doc, bad input,
-Fig. 4 / Fig. 5."""
+"""report.py on hand-made result JSON: normalised scores from the reference runs, the table cells, paired gaps, bold,
+summary.json, one block per env, --aggregate, --doc, bad input, Fig. 4 / Fig. 5. The estimators themselves (bootstrap,
+IQM, P(X > Y)) are tested on hand-computed inputs in test_stats.py."""
 import json
 import math
 import os
@@ -9,9 +9,10 @@ import sys
 
 import numpy as np
 import pytest
-from scipy import stats
+from scipy.stats import trim_mean
 
 import report
+import stats
 from conftest import ROOT
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -48,49 +49,7 @@ def toy_rows(random_mean=-40.0):
     return rows
 
 
-# ------------------------------------------------------------------------------------------------- statistics
-def test_bootstrap_is_a_seeded_percentile_bootstrap_of_the_mean():
-    mean, ci = report.bootstrap([[1, 2, 3, 4, 5]])
-    assert mean == 3.0 and report.bootstrap([[1, 2, 3, 4, 5]]) == (mean, ci)  # the same inputs, the same numbers
-    ref = stats.bootstrap(([1, 2, 3, 4, 5],), np.mean, n_resamples=10_000, method="percentile",
-                          random_state=np.random.default_rng(1)).confidence_interval
-    assert ci == pytest.approx((ref.low, ref.high), abs=0.1)  # scipy's percentile bootstrap, another stream
-    half_t = stats.t.ppf(0.975, 4) * math.sqrt(2.5) / math.sqrt(5)
-    assert ci[1] - ci[0] < 2 * half_t  # narrower than the t interval: the under-coverage the header warns about
-    # two seeds: a resampled mean is x1, (x1 + x2)/2 or x2 with probabilities 1/4, 1/2, 1/4, so [lo, hi] = [x1, x2]
-    assert report.bootstrap([[2.0, 4.0]]) == (3.0, (2.0, 4.0))
-    assert report.bootstrap([[7.0]]) == (7.0, None)  # one seed: no interval
-
-
-def test_stratified_bootstrap_resamples_inside_each_stratum():
-    # stratum 1 {0, 10} resamples to a mean of 0, 5 or 10; stratum 2 is constant: the mean of all four values is
-    # 2.5 (p = 1/4), 5 (1/2) or 7.5 (1/4), so the 95% interval is exactly [2.5, 7.5]
-    assert report.bootstrap([[0.0, 10.0], [5.0, 5.0]]) == (5.0, (2.5, 7.5))
-    # pooled into one stratum, a resample can draw three 0s (p = 3.5%), and the interval reaches lower
-    assert report.bootstrap([[0.0, 10.0, 5.0, 5.0]])[1][0] < 2.5
-    # constant strata never change: the IQM of 1, 1, 3, 3, 3 (one cut each side: 1, 3, 3) with no spread
-    point, ci = report.bootstrap([[1.0, 1.0], [3.0, 3.0, 3.0]], report.iqm)
-    assert point == pytest.approx(7 / 3) and ci == pytest.approx((7 / 3, 7 / 3))
-
-
-def test_iqm_is_the_mean_of_the_middle_half():
-    assert report.iqm(np.array([[1, 2, 3, 4, 5, 6, 7, 8]]))[0] == 4.5  # mean of 3, 4, 5, 6
-    assert report.iqm(np.array([[0, 0, 1, 2, 3, 100, 100, 100]]))[0] == 26.5  # mean of 1, 2, 3, 100
-    assert report.iqm(np.array([[1, 2, 30]]))[0] == 11.0  # int(0.25 · 3) = 0 cut: the mean
-    assert report.iqm(np.array([[5, 1, 4, 2, 3]]))[0] == 3.0  # int(0.25 · 5) = 1 cut each side: mean of 2, 3, 4
-
-
-def test_probability_of_improvement_counts_pairs_with_ties_as_half():
-    assert report.mann_whitney([1, 2, 3], [2, 2]) == 0.5  # 1<2 twice: 0; 2=2 twice: 1/2 each; 3>2 twice: 1 each
-    assert report.mann_whitney([3, 4], [1, 2]) == 1.0 and report.mann_whitney([1], [1]) == 0.5
-    assert report.mann_whitney([-6.5, -5.5], [-7, -6, -4]) == 0.5  # 1 + 2 of 6 pairs
-    p, ci = report.probability_of_improvement([([1, 2, 3], [2, 2]), ([3, 4], [1, 2])])
-    assert p == 0.75  # the mean over the two strata
-    assert 0.5 <= ci[1] <= 1.0 and ci[0] >= 0.5  # stratum 2 is always 1: P >= (0 + 1) / 2
-    assert report.probability_of_improvement([([3, 4], [1, 2])]) == (1.0, (1.0, 1.0))
-    assert report.probability_of_improvement([([3.0], [1.0])]) == (1.0, None)  # one seed each: no interval
-
-
+# ------------------------------------------------------------------------------------------------- seed scores
 def test_normalised_score_uses_the_references_of_the_split():
     scores = report.per_seed(toy_rows())
     norm = report.normalise(scores)
@@ -100,13 +59,6 @@ def test_normalised_score_uses_the_references_of_the_split():
     assert not any(m.startswith("reference_") for m, _ in norm)
     no_random = {k: v for k, v in scores.items() if k[0] != "reference_random"}
     assert report.normalise(no_random) == {}
-
-
-def test_cell_text_is_mean_sample_std_and_bootstrap_interval():
-    c = report.cell([1, 2, 3, 4, 5])
-    assert c["std"] == pytest.approx(math.sqrt(2.5)) and c["n"] == 5  # ddof=1
-    assert report.cell_text(c) == f"3.00 ± 1.58 [{c['ci'][0]:.2f}, {c['ci'][1]:.2f}]"
-    assert report.cell_text(report.cell([-8.0])) == "-8.00"  # one seed: the mean alone
 
 
 def test_method_names_and_order():
@@ -276,7 +228,7 @@ def test_aggregate_iqm_and_probability_of_improvement_across_tasks(tmp_path):
     # OILCA's 9 normalised runs: toy (both splits) 100 · (R + 40) / 37 for R = -7, -6, -4; walker 10, 20, 30
     runs = [100 * (r + 40) / 37 for r in (-7, -6, -4)] * 2 + [10.0, 20.0, 30.0]
     o = agg["methods"]["oilca"]
-    assert o["iqm"] == pytest.approx(stats.trim_mean(runs, 0.25)) and o["mean"] == pytest.approx(np.mean(runs))
+    assert o["iqm"] == pytest.approx(trim_mean(runs, 0.25)) and o["mean"] == pytest.approx(np.mean(runs))
     assert (o["runs"], o["strata"]) == (9, 3) and o["iqm_ci"][0] < o["iqm"] < o["iqm_ci"][1]
     assert agg["methods"]["bc_exp"]["strata"] == 2  # toy only
     # P(OILCA > DWBC): 1 on both toy splits, 4 of 9 pairs on walker → (1 + 1 + 4/9) / 3
@@ -325,7 +277,7 @@ def test_fig4_scales_to_the_methods_not_to_a_far_random_reference(tmp_path):
     dots = [np.mean(r["returns"]) for r in rows if not r["method"].startswith("reference_")]
     assert lo <= min(dots) and max(dots) <= hi  # every seed dot (and so every bar) on the axis
     for split, _ in report.present_splits(rows):
-        lo_ci = min(report.bootstrap([list(report.per_seed(rows)[(m, split)].values())])[1][0]
+        lo_ci = min(stats.bootstrap([list(report.per_seed(rows)[(m, split)].values())])[1][0]
                     for m in ("bc_exp", "oilca", "dwbc"))
         assert lo <= lo_ci  # and every CI
     assert lo > -40.0 and lo > -41.0  # random (-40 train, -41 heldout) left off the axis ...
