@@ -19,11 +19,9 @@ Outputs of `--results F`, written into F:
   method id and a readable name; method order: MAIN_METHODS, then CONTROLS, each followed by its `_r<ratio>` variants.
 - summary.json: cells (env, split, method, name, metric, n, seeds, mean, std, ci, normalised {mean, std, ci} or null),
   probability_of_improvement (env, split, x, y, p, ci, n_x, n_y), gaps (env, split, x, y, seeds, n, mean, std, ci).
-- fig4.png: returns per method, one panel per split, each X beside X+CA (hatched); bars means, error bars the
-  bootstrap intervals, dots seeds; a reference line that would squeeze the methods is left off the axis and named.
-- fig5.png: return against |augmented D_E| / |D_U| (each result's augmented_de_over_du; log axis), one panel per split,
-  one curve per family with two ratios or more (oilca and oilca_r*, dwbc_expert_data and its _r*, oilca_oracle and its
-  _r*), DWBC as the shared no-augmentation point, over the seeds every point of a curve has; BC-exp as a line.
+- fig4.png and fig5.png, drawn by figures.py (its docstring describes them): Fig. 4, returns per method with each X
+  beside X+CA; Fig. 5, return against |augmented D_E| / |D_U| per family with two ratios or more (no fig5.png when no
+  family has two).
   With several envs the figures are fig4_<env>.png and fig5_<env>.png, one per env (in the env id, every run of
   characters other than letters and digits becomes `_`: fig4_dmc_walker_stand.png).
 Outputs of `--aggregate F1 F2 ... --out A`: A/aggregate.md and A/aggregate.json (methods: iqm, iqm_ci, mean, mean_ci,
@@ -57,14 +55,12 @@ import tyro
 
 import checks
 import contract
+import figures
 import stats
 
 MAIN_METHODS = ("bc_exp", "bc_all", "oril", "bcnd", "lobsdice", "dwbc", "oril_ca", "bcnd_ca", "oilca")  # table order
 CONTROLS = ("oilca_bc_all", "oilca_dwbc", "oilca_oracle", "oilca_selected", "oilca_copy", "oilca_authors",
             "dwbc_expert_data")  # control rows, after MAIN_METHODS
-# Fig. 4: each method X beside X+CA (the same learner on OILCA's augmented data; OILCA is DWBC+CA)
-FIG4_GROUPS = (("bc_exp",), ("bc_all",), ("oril", "oril_ca"), ("bcnd", "bcnd_ca"), ("lobsdice",), ("dwbc", "oilca"))
-FIG5_FAMILIES = ("oilca", "dwbc_expert_data", "oilca_oracle")  # Fig. 5: a curve per family with >= 2 ratios
 DISPLAY = {"bc_exp": "BC-exp", "bc_all": "BC-all", "oril": "ORIL", "oril_ca": "ORIL+CA", "bcnd": "BCND",
            "bcnd_ca": "BCND+CA", "lobsdice": "LobsDICE", "dwbc": "DWBC", "oilca": "OILCA",
            "oilca_bc_all": "OILCA, BC-all labels", "oilca_dwbc": "OILCA, DWBC labels",
@@ -77,7 +73,6 @@ DEFAULT_PAIRS = (("oilca", "dwbc"), ("oril_ca", "oril"), ("bcnd_ca", "bcnd"))  #
 DEFAULT_GAPS = (("oilca", "dwbc"), ("oilca", "bc_exp"), ("oilca_bc_all", "bc_all"), ("oilca_dwbc", "dwbc"))
 ALL_SPLITS = (("train", "in-distribution (training c)"), ("heldout", "out-of-distribution (held-out c)"),
               ("A", "space A (in-distribution)"), ("B", "space B (out-of-distribution)"))
-MIN_METHOD_FRACTION = 0.5  # Fig. 4: a reference line (or 0) joins the y-axis only if the methods still fill half of it
 NO_ENV = "env not recorded"
 DOC_OPEN = re.compile(r"^\s*<!--\s*report:\s*(.*?)\s*-->\s*$")
 DOC_CLOSE = re.compile(r"^\s*<!--\s*/report\s*-->\s*$")
@@ -386,7 +381,7 @@ def report_markdown(groups: dict, pairs: list = (), gaps: list = (), n_resamples
         md, part = env_report(rows, env, list(pairs), list(gaps), n_resamples)
         if len(groups) > 1:
             slug = env_slug(env)
-            figs = f"fig4_{slug}.png" + (f" and fig5_{slug}.png" if fig5_curves(rows) else "")
+            figs = f"fig4_{slug}.png" + (f" and fig5_{slug}.png" if figures.fig5_curves(figure_input(rows)) else "")
             md = f"## {env}\n\n{md}\n\nFigures of {env}: {figs}."
         blocks.append(md)
         for k in part:
@@ -500,178 +495,12 @@ def prepare_docs(paths, results: str, md: str) -> dict:
 
 
 # ------------------------------------------------------------------------------------------------- figures
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def fig4_limits(spans: list, candidates: dict, min_fraction: float = MIN_METHOD_FRACTION):
-    """y-limits for Fig. 4 and the candidates left off the axis. `spans`: every value the methods draw (means, CI
-    ends, seed dots); `candidates`: {name: value} of reference lines (and 0, the bars' base). Nearest first, a
-    candidate joins the axis if the methods still fill at least `min_fraction` of it. Returns ((lo, hi), off)."""
-    lo, hi = float(np.min(spans)), float(np.max(spans))
-    width = hi - lo
-    off = []
-    for name, v in sorted(candidates.items(), key=lambda kv: max(lo - kv[1], kv[1] - hi, 0.0)):
-        nlo, nhi = min(lo, v), max(hi, v)
-        if nhi - nlo == 0 or width / (nhi - nlo) >= min_fraction:
-            lo, hi = nlo, nhi
-        else:
-            off.append(name)
-    pad = 0.06 * (hi - lo) if hi > lo else max(abs(hi) * 0.1, 1.0)
-    return (lo - pad, hi + pad), off
-
-
-def fig4(rows: list, path: str, n_resamples: int = stats.N_RESAMPLES) -> dict:
-    """Write Fig. 4 for one env's rows; returns {"ylim": (lo, hi), "off_scale": {split: [reference, ...]}}."""
-    from matplotlib.lines import Line2D
-    from matplotlib.patches import Patch
-
-    plt = _pyplot()
-    SPLITS = present_splits(rows)
-    scores = per_seed(rows)
-    groups = [[m for m in g if any((m, s) in scores for s, _ in SPLITS)] for g in FIG4_GROUPS]
-    slots = []  # (x, method, group index, is +CA)
-    x = 0.0
-    for gi, g in enumerate(groups):
-        if not g:
-            continue
-        for m in g:
-            slots.append((x, m, gi, m != FIG4_GROUPS[gi][0]))
-            x += 0.85
-        x += 0.55
-    bars = {}  # (method, split) -> (mean, ci or None, seed values)
-    spans = []
-    for split, _ in SPLITS:
-        for _, m, _, _ in slots:
-            vals = list(scores.get((m, split), {}).values())
-            if vals:
-                mean, ci = stats.bootstrap([vals], stats.mean, n_resamples)
-                bars[(m, split)] = (mean, ci, vals)
-                spans += vals + [mean] + (list(ci) if ci else [])
-    refs = {split: {name: float(np.mean(list(scores[(f"reference_{name}", split)].values())))
-                    for name in ("expert", "random") if (f"reference_{name}", split) in scores} for split, _ in SPLITS}
-    if not spans:  # only reference policies: scale to them
-        spans = [v for r in refs.values() for v in r.values()] or [0.0]
-    # one y-axis for all panels (sharey): the references of every panel are candidates, plus 0 (the bars' base)
-    candidates = {(split, name): v for split, r in refs.items() for name, v in r.items()}
-    candidates[("", "zero")] = 0.0
-    ylim, off = fig4_limits(spans, candidates)
-    off_scale = {split: [name for s, name in off if s == split] for split, _ in SPLITS}
-    base = min(max(0.0, ylim[0]), ylim[1])  # bars grow from 0, or from the axis edge on the side of 0
-
-    fig, axes = plt.subplots(1, len(SPLITS), figsize=(max(5.0, 0.6 * len(slots) + 1.5) * len(SPLITS), 4.2),
-                             sharey=True, squeeze=False)
-    axes = axes[0]
-    for ax, (split, title) in zip(axes, SPLITS):
-        for x, m, gi, ca in slots:
-            if (m, split) not in bars:
-                continue
-            mean, ci, vals = bars[(m, split)]
-            color = f"C{gi}"
-            ax.bar(x, mean - base, bottom=base, width=0.8, color=color, alpha=0.45 if ca else 0.9,
-                   hatch="///" if ca else None, edgecolor=color, linewidth=1.0)
-            if ci:
-                ax.errorbar(x, mean, yerr=[[mean - ci[0]], [ci[1] - mean]], fmt="none", ecolor="k", capsize=4, lw=1.2)
-            jitter = np.linspace(-0.18, 0.18, len(vals)) if len(vals) > 1 else np.zeros(1)
-            ax.scatter(x + jitter, vals, color="k", s=9, zorder=3)
-        handles = []
-        for name, style in (("expert", "--"), ("random", ":")):
-            if name not in refs[split]:
-                continue
-            v = refs[split][name]
-            if name in off_scale[split]:
-                handles.append(Line2D([], [], color="gray", ls=style, label=f"{name}: {v:.1f} (off scale)"))
-            else:
-                handles.append(ax.axhline(v, color="gray", ls=style, lw=1.2, label=f"{name}: {v:.1f}"))
-        if any(ca for *_, ca in slots):
-            handles.append(Patch(facecolor="white", edgecolor="gray", hatch="///",
-                                 label="hatched: +CA, the same learner on OILCA's augmented data (OILCA = DWBC+CA)"))
-        ax.set_xticks([s[0] for s in slots], [display(s[1]) for s in slots], rotation=35, ha="right", fontsize=8)
-        ax.set_title(title, fontsize=10)
-        ax.set_ylim(*ylim)
-        if ylim[0] < base < ylim[1]:
-            ax.axhline(base, color="k", lw=0.6)
-        if handles:
-            ax.legend(handles=handles, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.24), ncol=2,
-                      frameon=False)
-    axes[0].set_ylabel(f"return: mean over seeds\n(error bars: {stats.CI_LEVEL:.0%} bootstrap interval; dots: seeds)",
-                       fontsize=9)
-    fig.tight_layout()
-    contract.save_figure(path, fig)
-    plt.close(fig)
-    return {"ylim": ylim, "off_scale": off_scale}
-
-
-def fig5_curves(rows: list) -> dict:
-    """{split: [(family, [(x, method), ...] by x, seeds)]}: the FIG5_FAMILIES with two ratios or more in a split (x:
-    each result's augmented_de_over_du), led by DWBC's point when it has one, over the seeds every point has."""
-    x_of = {(r["method"], r["split"]): float(r["augmented_de_over_du"]) for r in rows
-            if r.get("augmented_de_over_du") is not None}
-    scores = per_seed(rows)
-    out = defaultdict(list)
-    for split, _ in present_splits(rows):
-        for fam in FIG5_FAMILIES:
-            members = sorted((x, m) for (m, s), x in x_of.items() if s == split and split_ratio(m)[0] == fam)
-            if len({x for x, _ in members}) < 2:
-                continue
-            with_dwbc = ([(x_of[("dwbc", split)], "dwbc")] if ("dwbc", split) in x_of else []) + members
-            for points in (with_dwbc, members):  # DWBC is dropped only if it shares no seed with the family
-                seeds = sorted(set.intersection(*(set(scores[(m, split)]) for _, m in points)))
-                if seeds:
-                    out[split].append((fam, points, seeds))
-                    break
-    return dict(out)
-
-
-def fig5(rows: list, path: str, n_resamples: int = stats.N_RESAMPLES) -> bool:
-    """Write Fig. 5 for one env's rows when a family has two ratios or more on shared seeds; returns whether it did."""
-    from matplotlib.lines import Line2D
-
-    curves = fig5_curves(rows)
-    if not curves:
-        return False
-    plt = _pyplot()
-    scores = per_seed(rows)
-    splits = [(s, t) for s, t in present_splits(rows) if s in curves]
-    log = min(x for c in curves.values() for _, pts, _ in c for x, _ in pts) > 0
-    fig, axes = plt.subplots(1, len(splits), figsize=(5.5 * len(splits), 4.4), sharey=True, squeeze=False)
-    for ax, (split, title) in zip(axes[0], splits):
-        for k, (fam, points, seeds) in enumerate(curves[split]):
-            color = f"C{FIG5_FAMILIES.index(fam)}"
-            step = k - (len(curves[split]) - 1) / 2  # families side by side at the same x, for legibility
-            xs = np.array([x for x, _ in points])
-            xs = xs * 10 ** (0.015 * step) if log else xs + 0.012 * (xs.max() - xs.min()) * step
-            boots = [stats.bootstrap([[scores[(m, split)][s] for s in seeds]], stats.mean, n_resamples)
-                     for _, m in points]
-            means = np.array([p for p, _ in boots])
-            yerr = np.array([[p - c[0], c[1] - p] if c else [0.0, 0.0] for p, c in boots]).T
-            is_dwbc = np.array([m == "dwbc" for _, m in points])
-            ax.plot(xs, means, color=color, lw=1.2, label=f"{display(fam)} (seeds {','.join(map(str, seeds))})")
-            ax.errorbar(xs[~is_dwbc], means[~is_dwbc], yerr=yerr[:, ~is_dwbc], fmt="o", color=color, capsize=3)
-            if is_dwbc.any():
-                ax.errorbar(xs[is_dwbc], means[is_dwbc], yerr=yerr[:, is_dwbc], fmt="s", mfc="white", color=color,
-                            capsize=3, ms=7)
-        bc = scores.get(("bc_exp", split), {})
-        if bc:
-            ax.axhline(np.mean(list(bc.values())), color="gray", ls="-.", lw=1.0,
-                       label=f"BC-exp (seeds {','.join(map(str, sorted(bc)))})")
-        if log:
-            ax.set_xscale("log")
-        ax.set_title(title, fontsize=10)
-        ax.set_xlabel("|augmented D_E| / |D_U|" + (" (log scale)" if log else ""))
-        handles, _ = ax.get_legend_handles_labels()
-        handles.append(Line2D([], [], ls="none", marker="s", mfc="white", mec="k", label="DWBC (no augmentation)"))
-        ax.legend(handles=handles, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=1, frameon=False)
-    axes[0][0].set_ylabel(f"return: mean over seeds\n(error bars: {stats.CI_LEVEL:.0%} bootstrap interval)", fontsize=9)
-    fig.tight_layout()
-    contract.save_figure(path, fig)
-    plt.close(fig)
-    return True
+def figure_input(rows: list) -> figures.EnvResults:
+    """What figures.py draws from one env's rows: seed scores, splits, each result's augmented_de_over_du, names."""
+    sizes = {(r["method"], r["split"]): float(r["augmented_de_over_du"]) for r in rows
+             if r.get("augmented_de_over_du") is not None}
+    return figures.EnvResults(scores=per_seed(rows), splits=present_splits(rows), sizes=sizes, name=display,
+                              family=lambda m: split_ratio(m)[0])
 
 
 # ------------------------------------------------------------------------------------------------- main
@@ -711,9 +540,10 @@ def main(args: Args) -> str:
     contract.save_json(outputs[1], summary)
     written = []
     for env, rows in groups.items():
-        fig4(rows, figs[env][0], args.resamples)
+        data = figure_input(rows)
+        figures.fig4(data, figs[env][0], args.resamples)
         written.append(os.path.basename(figs[env][0]))
-        if fig5(rows, figs[env][1], args.resamples):
+        if figures.fig5(data, figs[env][1], args.resamples):
             written.append(os.path.basename(figs[env][1]))
     for path, text in docs.items():
         contract.save_text(path, text)
