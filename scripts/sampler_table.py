@@ -8,7 +8,7 @@ Input, per result folder (results/toy = draw 0, results/toy_d1, results/toy_d2, 
   command to run.
 - sampler_selection.json (optional), written by select_sampler.py (candidates, choice, scores {candidate: {mean}}).
 - the per-run result JSON, only to check summary.json's freshness and, where summary.json lacks one of the three
-  sampler gaps below, to compute it with report.py's own functions (report.per_seed, report.cell).
+  sampler gaps below, to compute it with report.py's own functions (report.per_seed, stats.cell).
 
 Output (--out, written atomically; also printed; --doc puts it between `<!-- sampler-table -->` and
 `<!-- /sampler-table -->` in each doc), in markdown:
@@ -41,6 +41,7 @@ sys.path.insert(0, ROOT)
 
 import contract  # noqa: E402
 import report  # noqa: E402  (a module: its CLI runs only under its main guard)
+import stats  # noqa: E402
 
 # (method, column title) of the sampler table, in order; the last is the reference, never bold
 COLUMNS = (("bc_exp", "BC-exp"), ("bc_all", "BC-all"), ("dwbc", "DWBC"), ("oilca", "OILCA (BC-exp labels)"),
@@ -149,7 +150,7 @@ def seeds_note(n: int, usual: int) -> str:
 
 def cell_text(c: dict, usual: int) -> str:
     """'mean [lo, hi]' (one seed: the mean), plus the seed count where it is not the folder's usual one."""
-    return f"{c['mean']:.{DIGITS}f}" + report.ci_text(c.get("ci"), DIGITS) + seeds_note(c["n"], usual)
+    return f"{c['mean']:.{DIGITS}f}" + stats.ci_text(c.get("ci"), DIGITS) + seeds_note(c["n"], usual)
 
 
 def row_label(data: dict, env: str, split: str, several_envs: bool) -> str:
@@ -219,8 +220,8 @@ def gap_cells(data: dict, env: str, split: str) -> dict:
         a, b = scores.get((x, split), {}), scores.get((y, split), {})
         shared = sorted(set(a) & set(b))
         if shared:
-            resamples = int(data["summary"].get("resamples", report.N_RESAMPLES))
-            out[(x, y)] = (report.cell([a[s] - b[s] for s in shared], resamples), True)
+            resamples = int(data["summary"].get("resamples", stats.N_RESAMPLES))
+            out[(x, y)] = (stats.cell([a[s] - b[s] for s in shared], resamples), True)
     return out
 
 
@@ -246,9 +247,9 @@ def gap_table(folders: list) -> Tuple[str, bool]:
 def header(folders: list, argv: str) -> str:
     def boot(data):
         s = data["summary"]
-        return (f"{s.get('level', report.CI_LEVEL):.0%} percentile bootstrap of the mean over seeds, "
-                f"{s.get('resamples', report.N_RESAMPLES):,} resamples, generator seed "
-                f"{s.get('bootstrap_seed', report.BOOT_SEED)}")
+        return (f"{s.get('level', stats.CI_LEVEL):.0%} percentile bootstrap of the mean over seeds, "
+                f"{s.get('resamples', stats.N_RESAMPLES):,} resamples, generator seed "
+                f"{s.get('bootstrap_seed', stats.BOOT_SEED)}")
 
     boots = {boot(d) for d in folders}
     parts = [f"`{d['folder']}` ({usual_n(d)} training seeds"
@@ -278,7 +279,7 @@ def markdown(folders: list, argv: str) -> str:
             + "\n\n### OILCA − its sampler\n\nPaired gap of OILCA and the policy whose actions label its "
               "counterfactual rows, on the seeds both have (OILCA's seed s is labelled by the sampler's seed s).\n\n"
             + gaps + ("\n\n† not in summary.json: computed here from the per-run JSON with report.py's functions "
-                      "(report.per_seed, report.cell), with the folder's resamples." if computed else ""))
+                      "(report.per_seed, stats.cell), with the folder's resamples." if computed else ""))
 
 
 # ------------------------------------------------------------------------------------------------- docs
