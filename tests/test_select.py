@@ -257,3 +257,138 @@ def test_select_with_trained_policies_and_script(dataset, folds, tmp_path):
     with pytest.raises(ValueError, match="--out-policy .* must contain {seed}"):
         select_sampler.main(select_sampler.Args(out_policy=str(tmp_path / "x" / "policy.pt")))
     assert not os.path.exists(tmp_path / "x")
+
+
+# ------------------------------------------------------------------------------------------------ --rule discriminator
+FAST_DISC = dict(rule="discriminator", disc_steps=300, disc_batch_size=64, disc_lr=1e-3, disc_hidden=64)
+EXPERT = (W_GOOD, np.array([0.9, -0.9], np.float32))  # D_E's actions in mixed_dataset: about (0.7, -0.7), far from 0
+ZERO = (np.zeros((2, 2), np.float32), np.zeros(2, np.float32))  # always the middle of the action box
+RANDOM = (np.random.default_rng(1).normal(size=(2, 2)).astype(np.float32), np.array([0.5, -0.4], np.float32))
+
+
+@pytest.fixture(scope="module")
+def mixed_dataset(tmp_path_factory):
+    """The tiny toy dataset with D_E's actions rewritten as EXPERT's linear policy (a known function of s) and D_U's
+    as uniform random actions within the bounds."""
+    path = str(tmp_path_factory.mktemp("mixed") / "mixed.npz")
+    collect_data.main(collect_data.Args(out=path, seed=3, positive_frac=0.5, expert_prob=1.0,
+                                        toy=ToyConfig(n_classes=2, episodes_per_class=6, env=ToyEnvConfig(episode_len=10))))
+    raw, data = contract.load_dataset_raw(path)
+    meta = data["metadata"]
+    perfect = contract.build_policy(linear_artifact(meta, *EXPERT, method="x", seed=0, dataset_fingerprint=""))
+    low, high = np.asarray(meta["action_low"]), np.asarray(meta["action_high"])
+    rand = np.random.default_rng(0).uniform(low, high, raw["actions"].shape)
+    actions = np.where(data["expert"][:, None], perfect(raw["observations"]), rand).astype(raw["actions"].dtype)
+    raw = dict(raw, actions=actions)
+    contract.validate_dataset(path, raw)
+    contract.save_npz(path, raw)
+    return path
+
+
+def write_full_policies(root, dataset, specs, seeds=(0, 1), **change):
+    """Full-data artifacts only: specs = {candidate: (W, b)} or {candidate: [(W, b) per seed]}. Returns
+    select_sampler.Args for the discriminator rule (fold templates left at their defaults: the rule ignores them)."""
+    data = contract.load_dataset(dataset)
+    meta, fp = data["metadata"], contract.fingerprint(data)
+    for c, spec in specs.items():
+        for i, s in enumerate(seeds):
+            W, b = spec[i] if isinstance(spec, list) else spec
+            contract.save_policy(os.path.join(root, f"{c}_s{s}", "policy.pt"),
+                                 linear_artifact(meta, W, b, method=c, seed=s, dataset_fingerprint=fp))
+    fields = dict(dataset=dataset, candidates=tuple(specs), full_policy=os.path.join(root, "{candidate}_s{seed}", "policy.pt"),
+                  seeds=tuple(seeds), out=os.path.join(root, "out", "selection.json"),
+                  out_policy=os.path.join(root, "out", "sel_s{seed}", "policy.pt"), **FAST_DISC)
+    return select_sampler.Args(**{**fields, **change})
+
+
+def test_discriminator_units():
+    assert select_sampler.choose({"a": 1.0, "b": 2.0, "c": 2.0}, ["a", "b", "c"], higher=True) == "b"
+    assert select_sampler.most_chosen(["a", "b", "b"], ["a", "b"], {"a": 0.0, "b": -1.0}) == "b"
+    assert select_sampler.most_chosen(["a", "b"], ["a", "b"], {"a": -2.0, "b": -1.0}) == "b"  # tie: higher mean
+    assert select_sampler.most_chosen(["b", "a"], ["a", "b"], {"a": -1.0, "b": -1.0}) == "a"  # then the order
+    z = torch.tensor([0.0, 0.0])
+    assert select_sampler.logistic_loss(z, z).item() == pytest.approx(np.log(2))
+    big = torch.tensor([30.0])
+    assert select_sampler.logistic_loss(big, -big).item() < 1e-12  # sure and right
+    assert select_sampler.logistic_loss(torch.tensor([0.0]), torch.tensor([-30.0, 0.0])).item() == pytest.approx(
+        0.5 * np.log(2) + 0.25 * np.log(2), rel=1e-6)  # each class weighs half whatever its share of the batch
+
+
+def test_discriminator_prefers_the_expert_function(mixed_dataset, tmp_path):
+    args = write_full_policies(str(tmp_path), mixed_dataset, {"zero": ZERO, "random": RANDOM, "exact": EXPERT},
+                               folds=1, heldout="no/such/{fold}.npz")  # fold flags: ignored, not checked
+    rec = select_sampler.main(args)
+    sc = {c: rec["scores"][c]["mean"] for c in args.candidates}
+    assert sc["exact"] > sc["zero"] + 0.5 and sc["exact"] > sc["random"] + 0.5, sc
+    assert rec["choice"] == "exact" and rec["choice_per_seed"] == ["exact", "exact"]
+    assert all(len(rec["scores"][c]["per_seed"]) == 2 for c in args.candidates)
+    fit = rec["discriminator"]
+    assert fit["d_expert_rows"] > 0.5 > fit["d_unlabelled_rows"] and fit["n_scored_rows"] == fit["n_unlabelled_rows"] == 60
+    saved = json.load(open(args.out))
+    assert saved["rule"] == select_sampler.RULE_DISCRIMINATOR and saved["folds"] is None
+    assert not {"method", "seed", "split", "returns"} & set(saved)  # report.py skips it
+    assert set(saved) >= {"rule", "candidates", "scores", "choice", "choice_per_seed", "inputs", "out_policies"}
+    for s in args.seeds:
+        art = contract.load_policy(args.out_policy.replace("{seed}", str(s)))
+        assert (art["method"], art["selected_from"], art["seed"]) == ("sampler_selected", "exact", s)
+
+
+def test_discriminator_choice_per_seed_and_most_seeds(mixed_dataset, tmp_path):
+    good = EXPERT
+    args = write_full_policies(str(tmp_path), mixed_dataset, {"a": [good, good, ZERO], "b": [ZERO, ZERO, good]},
+                               seeds=(0, 1, 2))
+    rec = select_sampler.main(args)
+    assert rec["choice_per_seed"] == ["a", "a", "b"] and rec["choice"] == "a"
+    for s, c in zip(args.seeds, rec["choice_per_seed"]):  # each seed gets its own choice's policy
+        art = contract.load_policy(args.out_policy.replace("{seed}", str(s)))
+        src = contract.load_policy(args.full_policy.replace("{candidate}", c).replace("{seed}", str(s)))
+        assert art["selected_from"] == c and art["source_policy"].endswith(f"{c}_s{s}/policy.pt")
+        assert all(torch.equal(art["state_dict"][k], src["state_dict"][k]) for k in src["state_dict"])
+
+
+def test_discriminator_is_deterministic_and_report_only(mixed_dataset, tmp_path):
+    args = write_full_policies(str(tmp_path), mixed_dataset, {"zero": ZERO, "exact": EXPERT}, seeds=(0,),
+                               report_only=True, out_policy="ignored.pt", disc_rows=40)  # no {seed}: not needed
+    runs = [select_sampler.main(dataclasses.replace(args, out=str(tmp_path / f"r{i}.json"), seed=seed))
+            for i, seed in enumerate((0, 0, 1))]
+    assert runs[0]["scores"] == runs[1]["scores"] and runs[0]["discriminator"] == {**runs[1]["discriminator"],
+                                                                                     "seconds": runs[0]["discriminator"]["seconds"]}
+    assert runs[0]["scores"] != runs[2]["scores"] and runs[0]["discriminator"]["n_scored_rows"] == 40
+    assert runs[0]["out_policies"] == [] and sorted(os.listdir(tmp_path)) == ["exact_s0", "r0.json", "r1.json", "r2.json", "zero_s0"]
+
+
+def test_heldout_report_only_writes_no_policy(dataset, folds, tmp_path):
+    args = write_policies(str(tmp_path), dataset, folds, {"worse": (W_GOOD * 0.5, B_GOOD), "exact": (W_GOOD, B_GOOD)})
+    rec = select_sampler.main(dataclasses.replace(args, report_only=True))
+    assert rec["choice"] == "exact" and rec["out_policies"] == [] and os.listdir(os.path.dirname(args.out)) == ["selection.json"]
+
+
+def test_discriminator_refusals_write_nothing(mixed_dataset, dataset, folds, tmp_path):
+    args = write_full_policies(str(tmp_path), mixed_dataset, {"a": EXPERT, "b": ZERO})
+    other = write_full_policies(str(tmp_path / "other"), dataset, {"a": (W_GOOD, B_GOOD)})  # trained on another dataset
+    cases = [
+        (dict(rule="both"), "--rule must be heldout or discriminator"),
+        (dict(disc_steps=0), "--disc-steps"), (dict(disc_batch_size=1), "--disc-batch-size"),
+        (dict(disc_rows=-1), "--disc-rows"), (dict(disc_lr=0.0), "--disc-lr"), (dict(seed=-1), "--seed"),
+        (dict(out_policy=str(tmp_path / "x.pt")), "--out-policy"), (dict(full_policy=str(tmp_path / "{seed}.pt")), "{candidate}"),
+        (dict(dataset=folds[0][1]), "D_U (every collected row is expert) is empty"),
+        (dict(full_policy=other.full_policy, candidates=("a",)), f"trained on another dataset than {mixed_dataset}"),
+        (dict(seeds=(0, 5)), "file not found"),
+        (dict(out_policy=args.full_policy.replace("{candidate}", "a")), "refusing to overwrite an input"),
+    ]
+    for change, words in cases:
+        with pytest.raises(ValueError) as e:
+            select_sampler.main(dataclasses.replace(args, **change))
+        msg = str(e.value)
+        assert words in msg and "\n" not in msg, (change, msg)
+        assert not os.path.exists(os.path.join(str(tmp_path), "out")), change
+
+
+def test_discriminator_script(mixed_dataset, tmp_path):
+    args = write_full_policies(str(tmp_path), mixed_dataset, {"zero": ZERO, "exact": EXPERT}, seeds=(0,))
+    flags = ["--dataset", mixed_dataset, "--rule", "discriminator", "--candidates", "zero", "exact", "--seeds", "0",
+             "--full-policy", args.full_policy, "--out", args.out, "--report-only", "--disc-steps", "300",
+             "--disc-batch-size", "64", "--disc-lr", "1e-3", "--disc-hidden", "64", "--folds", "1"]
+    proc = run("select_sampler.py", *flags)
+    assert "<- chosen (most seeds)" in proc.stdout and json.load(open(args.out))["choice"] == "exact"
+    assert not os.path.exists(tmp_path / "out" / "sel_s0")  # --report-only
