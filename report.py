@@ -15,7 +15,7 @@ Outputs of `--results F`, written into F:
 - table.md, per env (a folder with several envs gets one block per env, headed by the env id): returns, normalised
   scores (when both references exist), P(X > Y) for the default pairs that exist (oilca vs dwbc, oril_ca vs oril,
   bcnd_ca vs bcnd, every oilca_<x> vs oilca; more with --pairs), the paired gaps (oilca − dwbc, oilca − bc_exp,
-  oilca_bc_all − bc_all, oilca_dwbc − dwbc; more with --gaps) and CausalWorld's fractional success. Rows carry the
+  oilca_bc_all − bc_all, oilca_dwbc − dwbc, each control − oilca; more with --gaps) and CausalWorld's fractional success. Rows carry the
   method id and a readable name; method order: MAIN_METHODS, then CONTROLS, each followed by its `_r<ratio>` variants.
 - summary.json: cells (env, split, method, name, metric, n, seeds, mean, std, ci, normalised {mean, std, ci} or null),
   probability_of_improvement (env, split, x, y, p, ci, n_x, n_y), gaps (env, split, x, y, seeds, n, mean, std, ci).
@@ -60,17 +60,21 @@ import stats
 
 MAIN_METHODS = ("bc_exp", "bc_all", "oril", "bcnd", "lobsdice", "dwbc", "oril_ca", "bcnd_ca", "oilca")  # table order
 CONTROLS = ("oilca_bc_all", "oilca_dwbc", "oilca_oracle", "oilca_selected", "oilca_copy", "oilca_authors",
-            "dwbc_expert_data")  # control rows, after MAIN_METHODS
+            "oilca_reconstruct", "oilca_adaptive_eta", "dwbc_expert_data")  # control rows, after MAIN_METHODS
 DISPLAY = {"bc_exp": "BC-exp", "bc_all": "BC-all", "oril": "ORIL", "oril_ca": "ORIL+CA", "bcnd": "BCND",
            "bcnd_ca": "BCND+CA", "lobsdice": "LobsDICE", "dwbc": "DWBC", "oilca": "OILCA",
            "oilca_bc_all": "OILCA, BC-all labels", "oilca_dwbc": "OILCA, DWBC labels",
            "oilca_oracle": "OILCA, oracle labels (env expert)", "oilca_selected": "OILCA, offline-selected sampler",
            "oilca_copy": "no counterfactual (partner's own s′)",
-           "oilca_authors": "authors' path (reconstruct + adaptive η)", "dwbc_expert_data": "DWBC + true expert rows",
+           "oilca_authors": "authors' path (reconstruct + adaptive η)",
+           "oilca_reconstruct": "authors' reconstruct rows, fixed η", "oilca_adaptive_eta": "OILCA with the authors' adaptive η",
+           "dwbc_expert_data": "DWBC + true expert rows",
            "reference_expert": "expert (reference)", "reference_random": "random (reference)"}
 RATIO = re.compile(r"^(?P<base>.+)_r(?P<ratio>\d+(?:\.\d*)?)$")  # `<method>_r<ratio>`: the same method at another ratio
 DEFAULT_PAIRS = (("oilca", "dwbc"), ("oril_ca", "oril"), ("bcnd_ca", "bcnd"))  # P(X > Y); + every oilca_<x> vs oilca
-DEFAULT_GAPS = (("oilca", "dwbc"), ("oilca", "bc_exp"), ("oilca_bc_all", "bc_all"), ("oilca_dwbc", "dwbc"))
+DEFAULT_GAPS = (("oilca", "dwbc"), ("oilca", "bc_exp"), ("oilca_bc_all", "bc_all"), ("oilca_dwbc", "dwbc"),
+                ("oilca_copy", "oilca"), ("oilca_oracle", "oilca"), ("dwbc_expert_data", "oilca"),
+                ("oilca_authors", "oilca"))  # the sampler gaps, then each control against OILCA
 ALL_SPLITS = (("train", "in-distribution (training c)"), ("heldout", "out-of-distribution (held-out c)"),
               ("A", "space A (in-distribution)"), ("B", "space B (out-of-distribution)"))
 NO_ENV = "env not recorded"
