@@ -460,29 +460,38 @@ def aggregate(folders, pairs: list = (), n_resamples: int = stats.N_RESAMPLES, f
 
 
 # ------------------------------------------------------------------------------------------------- docs
-def fill_doc(doc_path: str, text: str, results: str, md: str) -> str:
-    """`text` with every block between `<!-- report: <results> -->` and `<!-- /report -->` replaced by `md`."""
-    def same_folder(a: str) -> bool:
-        return (os.path.normpath(a) == os.path.normpath(results)
-                or os.path.realpath(a) == os.path.realpath(results))
-
+def replace_blocks(path: str, text: str, is_open, is_close, md: str, open_text: str, close_text: str,
+                   error=ValueError) -> str:
+    """`text` with the lines between every opening line (`is_open(line)`) and the next closing line (`is_close`)
+    replaced by `md`. `error(one line naming path)` when an opening has no closing, or when there is no block.
+    (scripts/sampler_table.py fills its own markers with it.)"""
     lines, out, i, found = text.splitlines(keepends=True), [], 0, 0
     while i < len(lines):
-        m = DOC_OPEN.match(lines[i])
         out.append(lines[i])
         i += 1
-        if not (m and same_folder(m.group(1))):
+        if not is_open(lines[i - 1]):
             continue
-        end = next((j for j in range(i, len(lines)) if DOC_CLOSE.match(lines[j])), None)
+        end = next((j for j in range(i, len(lines)) if is_close(lines[j])), None)
         if end is None:
-            raise ReportError(f"{doc_path}: '<!-- report: {m.group(1)} -->' has no '<!-- /report -->' after it")
+            raise error(f"{path}: '{open_text}' has no '{close_text}' after it")
         if not out[-1].endswith("\n"):
             out[-1] += "\n"
         out.append("\n" + md.rstrip("\n") + "\n\n")
         i, found = end, found + 1
     if not found:
-        raise ReportError(f"{doc_path}: no '<!-- report: {results} -->' ... '<!-- /report -->' markers")
+        raise error(f"{path}: no '{open_text}' ... '{close_text}' markers")
     return "".join(out)
+
+
+def fill_doc(doc_path: str, text: str, results: str, md: str) -> str:
+    """`text` with every block between `<!-- report: <results> -->` and `<!-- /report -->` replaced by `md`."""
+    def opens(line: str) -> bool:
+        m = DOC_OPEN.match(line)
+        return bool(m) and (os.path.normpath(m.group(1)) == os.path.normpath(results)
+                            or os.path.realpath(m.group(1)) == os.path.realpath(results))
+
+    return replace_blocks(doc_path, text, opens, lambda line: bool(DOC_CLOSE.match(line)), md,
+                          f"<!-- report: {results} -->", "<!-- /report -->", ReportError)
 
 
 def prepare_docs(paths, results: str, md: str) -> dict:

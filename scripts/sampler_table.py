@@ -285,22 +285,8 @@ def markdown(folders: list, argv: str) -> str:
 # ------------------------------------------------------------------------------------------------- docs
 def fill_doc(path: str, text: str, md: str) -> str:
     """`text` with every block between OPEN and CLOSE replaced by `md`; one-line TableError without the markers."""
-    lines, out, i, found = text.splitlines(keepends=True), [], 0, 0
-    while i < len(lines):
-        out.append(lines[i])
-        i += 1
-        if lines[i - 1].strip() != OPEN:
-            continue
-        end = next((j for j in range(i, len(lines)) if lines[j].strip() == CLOSE), None)
-        if end is None:
-            raise TableError(f"{path}: '{OPEN}' has no '{CLOSE}' after it")
-        if not out[-1].endswith("\n"):
-            out[-1] += "\n"
-        out.append("\n" + md.rstrip("\n") + "\n\n")
-        i, found = end, found + 1
-    if not found:
-        raise TableError(f"{path}: no '{OPEN}' ... '{CLOSE}' markers")
-    return "".join(out)
+    return report.replace_blocks(path, text, lambda line: line.strip() == OPEN, lambda line: line.strip() == CLOSE,
+                                 md, OPEN, CLOSE, TableError)
 
 
 def prepare_docs(paths, md: str) -> dict:
