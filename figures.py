@@ -153,13 +153,17 @@ def fig4(data: EnvResults, path: str, n_resamples: int = stats.N_RESAMPLES) -> d
 
 def fig5_curves(data: EnvResults) -> dict:
     """{split: [(family, [(x, method), ...] by x, seeds)]}: the FIG5_FAMILIES with two ratios or more in a split (x:
-    each result's augmented_de_over_du), led by DWBC's point when it has one, over the seeds every point has."""
+    each result's augmented_de_over_du; for OILCA, DWBC's point counts as one), led by DWBC's point when it has one,
+    over the seeds every point has."""
     x_of, scores = data.sizes, data.scores
     out = defaultdict(list)
     for split, _ in data.splits:
         for fam in FIG5_FAMILIES:
             members = sorted((x, m) for (m, s), x in x_of.items() if s == split and data.family(m) == fam)
-            if len({x for x, _ in members}) < 2:
+            xs = {x for x, _ in members}
+            if fam == "oilca" and ("dwbc", split) in x_of:  # OILCA's curve starts at DWBC: it is OILCA at no augmentation
+                xs.add(x_of[("dwbc", split)])
+            if not members or len(xs) < 2:
                 continue
             with_dwbc = ([(x_of[("dwbc", split)], "dwbc")] if ("dwbc", split) in x_of else []) + members
             for points in (with_dwbc, members):  # DWBC is dropped only if it shares no seed with the family

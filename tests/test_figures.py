@@ -45,8 +45,11 @@ def test_fig5_needs_two_sizes_on_shared_seeds(tmp_path):
     only_bc = [r for r in rows if r["method"] in ("bc_exp", "reference_random")]
     assert not figures.fig5(report.figure_input(only_bc), str(tmp_path / "none.png"))
     assert not (tmp_path / "none.png").exists()
-    one_ratio = [r for r in rows if r["method"] != "oilca_r1.0"]  # DWBC + one OILCA ratio: no curve
-    assert figures.fig5_curves(report.figure_input(one_ratio)) == {}
+    one_ratio = [r for r in rows if r["method"] != "oilca_r1.0"]  # DWBC + one OILCA ratio: OILCA's curve from DWBC
+    assert figures.fig5_curves(report.figure_input(one_ratio))["train"] == [
+        ("oilca", [(0.05, "dwbc"), (0.5, "oilca")], [0, 1, 2])]
+    no_dwbc = [r for r in one_ratio if r["method"] != "dwbc"]  # one OILCA ratio alone: no curve
+    assert figures.fig5_curves(report.figure_input(no_dwbc)) == {}
 
 
 def test_fig5_draws_a_curve_per_family_with_two_ratios(tmp_path):
