@@ -285,6 +285,29 @@ def table(cells: dict, splits: tuple, digits: int = 2) -> str:
     return "\n".join(lines)
 
 
+def ratio_table(cells: dict, sizes: dict, splits: tuple, digits: int = 2) -> str:
+    """Markdown of Table 8's layout, or "" when no family of figures.FIG5_FAMILIES has two amounts: rows = the
+    amounts (each result's augmented_de_over_du), columns = family × split; cells over each run's own seeds."""
+    at = defaultdict(dict)  # (family, split) -> {amount: method}
+    for (m, s), x in sizes.items():
+        fam = split_ratio(m)[0]
+        if fam in figures.FIG5_FAMILIES and (m, s) in cells:
+            at[(fam, s)][x] = m
+    columns = [(f, s, t) for f in figures.FIG5_FAMILIES for s, t in splits if len(at.get((f, s), {})) >= 2]
+    if not columns:
+        return ""
+    amounts = sorted({x for f, s, _ in columns for x in at[(f, s)]})
+    lines = ["| amount | " + " | ".join(f"{DISPLAY.get(f, f)}, {t}" for f, _, t in columns) + " |",
+             "|---" * (len(columns) + 1) + "|"]
+    for x in amounts:
+        texts = []
+        for f, s, _ in columns:
+            m = at[(f, s)].get(x)
+            texts.append(f"{stats.cell_text(cells[(m, s)], digits)} ({cells[(m, s)]['n']})" if m else "—")
+        lines.append(f"| {x:g} | " + " | ".join(texts) + " |")
+    return "\n".join(lines)
+
+
 def poi_entries(scores: dict, splits: tuple, extra: list, n_resamples: int) -> list:
     """P(X > Y) per split for method_pairs: [{split, x, y, p, ci, n_x, n_y}]."""
     methods = {m for m, _ in scores}
@@ -360,6 +383,12 @@ def env_report(rows: list, env: str, pairs: list, gaps: list, n_resamples: int):
         md += ("\n\nX − Y over shared training seeds: the differences of the two methods' seed scores on the seeds "
                "both have, in the same cell format:\n\n"
                + pair_table(gap, splits, stats.cell_text, " − ", lambda es: max(e["n"] for e in es)))
+    amounts = ratio_table(cells, figure_input(rows).sizes, splits)
+    if amounts:
+        md += ("\n\nReturn against the amount of added expert-side rows (Table 8's layout): one row per "
+               "|augmented D_E| / |D_U| as each result records it, one column per family and split; each cell over "
+               "all of that run's seeds, in the same cell format, its seed count after it; the family's plain "
+               "method is the row of its own ratio:\n\n" + amounts)
     success = per_seed(rows, "success")
     scells = {k: stats.cell(list(v.values()), n_resamples) for k, v in success.items()}
     if scells:

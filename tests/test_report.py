@@ -106,6 +106,25 @@ def test_table_cells_bold_and_header(tmp_path):
     assert cells[("reference_random", "train")]["ci"] is None and cells[("reference_random", "train")]["normalised"] is None
 
 
+def test_ratio_table_rows_are_amounts_and_columns_family_by_split():
+    rows = toy_rows()
+    for s, m in enumerate([-9.0, -8.0]):  # true expert rows at two amounts, train split only
+        rows.append(result("dwbc_expert_data", s, "train", m, augmented_de_over_du=0.5))
+    rows.append(result("dwbc_expert_data_r2.0", 0, "train", -7.0, augmented_de_over_du=2.0))
+    md, _ = report.report_markdown(report.by_env(rows), n_resamples=2000)
+    lines = md.splitlines()
+    head = [l for l in lines if l.startswith("| amount |")]
+    assert head == ["| amount | OILCA, in-distribution (training c) | OILCA, out-of-distribution (held-out c) "
+                    "| DWBC + true expert rows, in-distribution (training c) |"]
+    i = lines.index(head[0])
+    assert lines[i + 2].startswith("| 0.5 | -5.67 ± 1.53 [") and lines[i + 2].endswith("-8.50 ± 0.71 [-9.00, -8.00] (2) |")
+    assert lines[i + 3] == "| 1 | -6.00 ± 0.71 [-6.50, -5.50] (2) | -7.00 ± 0.71 [-7.50, -6.50] (2) | — |"
+    assert lines[i + 4] == "| 2 | — | — | -7.00 (1) |" and not "".join(lines[i + 5:i + 6]).startswith("|")
+    # one amount per family (DWBC's own point does not count): no table
+    one = [r for r in toy_rows() if r["method"] != "oilca_r1.0"]
+    assert "| amount |" not in report.report_markdown(report.by_env(one), n_resamples=200)[0]
+
+
 # ------------------------------------------------------------------------------------------------- CLI, docs
 def test_main_writes_table_figures_and_doc(tmp_path, capsys):
     folder = write(tmp_path / "results", toy_rows())
