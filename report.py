@@ -383,7 +383,7 @@ def env_report(rows: list, env: str, pairs: list, gaps: list, n_resamples: int):
         md += ("\n\nX − Y over shared training seeds: the differences of the two methods' seed scores on the seeds "
                "both have, in the same cell format:\n\n"
                + pair_table(gap, splits, stats.cell_text, " − ", lambda es: max(e["n"] for e in es)))
-    amounts = ratio_table(cells, figure_input(rows).sizes, splits)
+    amounts = ratio_table(cells, sizes_of(rows), splits)
     if amounts:
         md += ("\n\nReturn against the amount of added expert-side rows (Table 8's layout): one row per "
                "|augmented D_E| / |D_U| as each result records it, one column per family and split; each cell over "
@@ -537,11 +537,15 @@ def prepare_docs(paths, results: str, md: str) -> dict:
 
 
 # ------------------------------------------------------------------------------------------------- figures
+def sizes_of(rows: list) -> dict:
+    """{(method, split): |augmented D_E| / |D_U|} of the results that record it."""
+    return {(r["method"], r["split"]): float(r["augmented_de_over_du"]) for r in rows
+            if r.get("augmented_de_over_du") is not None}
+
+
 def figure_input(rows: list) -> figures.EnvResults:
     """What figures.py draws from one env's rows: seed scores, splits, each result's augmented_de_over_du, names."""
-    sizes = {(r["method"], r["split"]): float(r["augmented_de_over_du"]) for r in rows
-             if r.get("augmented_de_over_du") is not None}
-    return figures.EnvResults(scores=per_seed(rows), splits=present_splits(rows), sizes=sizes, name=display,
+    return figures.EnvResults(scores=per_seed(rows), splits=present_splits(rows), sizes=sizes_of(rows), name=display,
                               family=lambda m: split_ratio(m)[0])
 
 
