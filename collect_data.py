@@ -16,6 +16,8 @@ Toy recipe (toy_env.collect):
     `--toy.random-policy`) uniform random actions.
 Every backend, the paper's split: the top `positive_frac` (20%) episodes by return are positives; each positive joins D_E
     with probability `expert_prob` (1/10). If none is drawn, the best episode joins D_E, so |D_E| ≥ 1 episode.
+    `--expert-episodes N` instead puts exactly N positives, drawn at random, in D_E (the paper's Table 5 gives |D_E|
+    per task, e.g. 2 of cartpole-swingup's 40 episodes; the runner's paper protocol passes it).
 
 Output: one `.npz` following docs/contract.md (observations, actions, next_observations, rewards, terminals,
 timeouts, episode_ids, aux, expert, episode_returns, exogenous, policy_ids, metadata). The same arguments
@@ -28,6 +30,7 @@ import os
 import sys
 import time
 from dataclasses import asdict, dataclass, field
+from typing import Optional
 
 import numpy as np
 import tyro
@@ -52,6 +55,8 @@ class Args:
     """fraction of episodes (top by return) that count as positives"""
     expert_prob: float = 0.1
     """probability that a positive episode joins D_E"""
+    expert_episodes: Optional[int] = None
+    """exactly this many positive episodes, drawn at random, join D_E (instead of each w.p. expert_prob)"""
     toy: ToyConfig = field(default_factory=ToyConfig)
     """toy recipe (toy_env.py): classes, episodes per class, behaviour noise levels, and the env's parameters (`--toy.env.*`)"""
     dmc: DMCConfig = field(default_factory=DMCConfig)
@@ -62,15 +67,23 @@ class Args:
     """overwrite an existing output even if it was made with the same arguments"""
 
 
-def split_expert(returns: np.ndarray, positive_frac: float, expert_prob: float, rng: np.random.Generator):
-    """Paper split: top `positive_frac` episodes by return are positives; each joins D_E w.p. `expert_prob`.
-    Returns (positive mask, expert mask) over episodes; at least one episode (the best) is in D_E."""
+def split_expert(returns: np.ndarray, positive_frac: float, expert_prob: float, rng: np.random.Generator,
+                 n_expert: Optional[int] = None):
+    """Paper split: top `positive_frac` episodes by return are positives; each joins D_E w.p. `expert_prob`, or,
+    with `n_expert`, exactly n_expert of them drawn without replacement. Returns (positive mask, expert mask) over
+    episodes; at least one episode (the best) is in D_E."""
     if not 0 < positive_frac <= 1 or not 0 <= expert_prob <= 1:
         raise ValueError("need 0 < positive_frac <= 1 and 0 <= expert_prob <= 1")
     n_pos = max(1, int(round(positive_frac * len(returns))))
     order = np.argsort(-returns, kind="stable")
     positive = np.zeros(len(returns), bool)
     positive[order[:n_pos]] = True
+    if n_expert is not None:
+        if not 1 <= n_expert <= n_pos:
+            raise ValueError(f"--expert-episodes: {n_expert} is not between 1 and the {n_pos} positive episodes")
+        expert = np.zeros(len(returns), bool)
+        expert[rng.choice(order[:n_pos], n_expert, replace=False)] = True
+        return positive, expert
     expert = positive & (rng.random(len(returns)) < expert_prob)
     if not expert.any():
         expert[order[0]] = True
@@ -93,6 +106,8 @@ def backend_args(args: Args, backend: str) -> dict:
     """The arguments that shape this backend's data (other backends' options are left out of the record)."""
     arg_dict = json.loads(json.dumps(asdict(args)))
     arg_dict.pop("force"), arg_dict.pop("out")
+    if arg_dict["expert_episodes"] is None:
+        arg_dict.pop("expert_episodes")  # datasets made before the flag existed keep their records
     for key in envs.BACKENDS:
         if key != backend:
             arg_dict.pop(key, None)  # gym: has no collection options (its data comes from minari_import.py)
@@ -101,7 +116,8 @@ def backend_args(args: Args, backend: str) -> dict:
 
 def check_args(args: Args, backend: str) -> None:
     """Every flag of this backend, and the output path, before anything is collected (one-line ValueError)."""
-    checks.fields(args, seed=checks.SEED, positive_frac=checks.Real(0, 1, low_open=True), expert_prob=checks.UNIT)
+    checks.fields(args, seed=checks.SEED, positive_frac=checks.Real(0, 1, low_open=True), expert_prob=checks.UNIT,
+                  expert_episodes=checks.COUNT)
     if backend == "toy":
         check_recipe(args.toy)
     elif backend == "dmc":
@@ -134,12 +150,14 @@ def main(args: Args) -> dict:
 
     t0 = time.time()
     out = envs.collect(args.env, getattr(args, backend, None), args.seed)
-    positive, expert = split_expert(out["returns"], args.positive_frac, args.expert_prob, out["rng"])
+    positive, expert = split_expert(out["returns"], args.positive_frac, args.expert_prob, out["rng"],
+                                    args.expert_episodes)
     arrays = out["arrays"]
     arrays["expert"] = expert[arrays["episode_ids"]]
     meta = {**out["spec"], "schema_version": contract.SCHEMA_VERSION,
             "collect_args": arg_dict, "seed": args.seed, "versions": contract.package_versions(),
             "split": {"positive_frac": args.positive_frac, "expert_prob": args.expert_prob,
+                      **({"expert_episodes": args.expert_episodes} if args.expert_episodes else {}),
                       "n_positive_episodes": int(positive.sum()), "n_expert_episodes": int(expert.sum())}}
     arrays["metadata"] = contract.dataset_arrays_from_meta(meta)
     contract.validate_dataset(args.out, arrays)  # never write a file that the next stage would refuse

@@ -68,8 +68,8 @@ MAX_METADATA_BYTES = 1 << 24  # the metadata JSON string
 MAX_INFLATION = 100  # declared (uncompressed) size / compressed size of a dataset's arrays; real data: ~1-5
 STALE_AGE_S = 3600  # a temporary file without a pid in its name (an older writer's) counts as stale after this
 # what a run folder may hold: an existing --out-dir with anything else is refused instead of replaced
-RUN_FOLDER_ENTRIES = ("policy.pt", "args.json", "progress*.csv", "tb", "ivae.pt", "latents.npz", "metrics.json",
-                      "fig3.png", "eval_*.json")
+RUN_FOLDER_ENTRIES = ("policy.pt", "policy_step*.pt", "args.json", "progress*.csv", "tb", "ivae.pt", "latents.npz",
+                      "metrics.json", "fig3.png", "eval_*.json")
 
 
 class ContractError(ValueError):

@@ -16,6 +16,12 @@
   the R replicas at once; `load_replica` copies replica k back into its plain module (for evaluation and the
   artifact); `minibatch_generator` is a replica's device generator for minibatch indices on a GPU; `TorchStreams`
   gives each replica the stream of torch's global generator that its single run would draw from.
+* Budgets: `check_checkpoints` validates a trainer's `--checkpoints` (policies also saved at earlier steps, as
+  `policy_step<N>.pt`, so one run to the largest budget gives every smaller budget's policy: with a constant
+  learning rate and the same minibatch stream, the policy at step N of a long run is the policy of an N-step run).
+* On a GPU (BC and DWBC/OILCA), `IndexChunks` draws the minibatch indices of many steps at once on the device, and
+  with `--cuda-graph` `GraphedStep` replays one training step as a CUDA graph, so a step costs a few kernel launches
+  on the host instead of about two hundred.
 
 A trainer that needs another policy class (BCND's Gaussian ensemble) defines it in its own file and still saves it
 through `contract.policy_artifact`, so evaluation never depends on the trainer.
@@ -165,7 +171,8 @@ def log_replicas(logs: List[list], progs: Sequence, runs: Sequence, step: int, c
 
 def replica_args(args) -> List:
     """One Args per training seed, `args.seeds` or else `args.seed`, each as `--seed k` alone would have it: seed = k,
-    seeds = None, `{seed}` in out_dir and final_eval replaced by k. Several seeds need `{seed}` in both paths."""
+    seeds = None, `{seed}` in out_dir and final_eval (and in dataset, where a trainer allows one dataset per seed)
+    replaced by k. Several seeds need `{seed}` in out_dir and final_eval."""
     seeds = list(args.seeds) if args.seeds else [args.seed]
     if len(seeds) > 1:
         if len(set(seeds)) < len(seeds):
@@ -177,14 +184,95 @@ def replica_args(args) -> List:
     def sub(path, k):
         return path if path is None else path.replace("{seed}", str(k))
 
-    return [dataclasses.replace(args, seed=k, seeds=None, out_dir=sub(args.out_dir, k), final_eval=sub(args.final_eval, k))
-            for k in seeds]
+    extra = lambda k: {"dataset": sub(args.dataset, k)} if getattr(args, "dataset", None) else {}  # noqa: E731
+    return [dataclasses.replace(args, seed=k, seeds=None, out_dir=sub(args.out_dir, k), final_eval=sub(args.final_eval, k),
+                                **extra(k)) for k in seeds]
 
 
 def minibatch_generator(seed: int, device: torch.device) -> Optional[torch.Generator]:
     """On a GPU, a replica's own generator for minibatch indices, seeded by its seed, so indices are drawn on the
     device (no host round trip); on the CPU None: numpy's default_rng(seed) draws them, as it always has."""
     return torch.Generator(device=device).manual_seed(seed) if device.type == "cuda" else None
+
+
+def check_checkpoints(checkpoints: Sequence[int], total_steps: int) -> List[int]:
+    """`--checkpoints`: distinct steps in [1, --total-steps); a one-line ValueError otherwise. Returns them sorted."""
+    steps = sorted(set(int(c) for c in checkpoints))
+    if len(steps) != len(checkpoints) or any(not 1 <= c < total_steps for c in steps):
+        raise ValueError(f"--checkpoints {' '.join(map(str, checkpoints))}: need distinct steps between 1 and "
+                         f"--total-steps - 1 ({total_steps - 1})")
+    return steps
+
+
+def recorded_args(args) -> dict:
+    """A trainer's Args as its args.json and artifact record them: `--checkpoints` as a list, and the options that
+    change nothing in the result (`--checkpoints`, `--cuda-graph`) left out when unused, so runs made before these
+    options existed keep identical records."""
+    out = dataclasses.asdict(args)
+    for name, unused in (("checkpoints", ()), ("cuda_graph", False)):
+        if name in out:
+            if tuple(out[name]) == unused if name == "checkpoints" else out[name] == unused:
+                del out[name]
+            elif name == "checkpoints":
+                out[name] = list(out[name])
+    return out
+
+
+def checkpoint_name(step: int) -> str:
+    """The file of the policy saved at `step` by `--checkpoints` (beside policy.pt in the run folder)."""
+    return f"policy_step{step}.pt"
+
+
+class IndexChunks:
+    """Minibatch indices on a GPU: `draw(n)` returns the indices of the next n steps at once ([n, …] on the device,
+    from the replicas' own device generators); `next()` hands them out one step at a time, refilling every `chunk`
+    steps. The eager and the graphed GPU loop (--cuda-graph) read the same stream, so they take the same steps."""
+
+    def __init__(self, draw: Callable[[int], torch.Tensor], chunk: int = 1000):
+        self.draw, self.chunk, self.buf, self.i = draw, chunk, None, 0
+
+    def next(self) -> torch.Tensor:
+        if self.buf is None or self.i == len(self.buf):
+            self.buf, self.i = self.draw(self.chunk), 0
+        self.i += 1
+        return self.buf[self.i - 1]
+
+
+class GraphedStep:
+    """One training step, `fn()` (reading its minibatch from a fixed input buffer and returning its logged tensors),
+    run as a CUDA graph: the first `warmup` calls of each `key` (e.g. "with" or "without the discriminator update")
+    run eagerly on a side stream (as real training steps: they create the optimisers' state), the next one captures
+    the step in a graph (with its own memory pool) and replays it, and every later call replays it. The returned
+    tensors are the graph's static outputs: read them before the next call. The optimisers must be built with
+    capturable=True. With `enabled=False` (a CPU, or no --cuda-graph) it just calls fn()."""
+
+    def __init__(self, fn: Callable[[object], tuple], enabled: bool, warmup: int = 3):
+        self.fn, self.enabled, self.warmup = fn, enabled, warmup
+        self.seen: dict = {}
+        self.graphs: dict = {}
+        self.stream = torch.cuda.Stream() if enabled else None
+
+    def __call__(self, key=None):
+        if not self.enabled:
+            return self.fn(key)
+        if key in self.graphs:
+            graph, outs = self.graphs[key]
+            graph.replay()
+            return outs
+        n = self.seen.get(key, 0)
+        self.seen[key] = n + 1
+        if n < self.warmup:
+            self.stream.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(self.stream):
+                outs = self.fn(key)
+            torch.cuda.current_stream().wait_stream(self.stream)
+            return outs
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            outs = self.fn(key)
+        self.graphs[key] = (graph, outs)
+        graph.replay()  # the capture only recorded the step: run it
+        return outs
 
 
 def cpu_threads(threads: Optional[int]) -> int:
@@ -258,6 +346,8 @@ def evaluate_and_save(policy: Callable, info: dict, spec: dict, split: str, clas
               "eval_seed": seed, "policy": info.get("policy"), "dataset_fingerprint": info["dataset_fingerprint"],
               "args": args, "train_args": info.get("train_args", {}),
               "augmented_de_over_du": info.get("augmented_de_over_du")}
+    if info.get("policy_step") is not None:
+        result["policy_step"] = info["policy_step"]
     if res.get("success") is not None:
         result.update(success=np.asarray(res["success"]).tolist(), mean_success=float(np.mean(res["success"])))
     path = out.replace("{split}", split)
@@ -270,9 +360,12 @@ def evaluate_and_save(policy: Callable, info: dict, spec: dict, split: str, clas
 
 def artifact_info(art: dict, path: Optional[str]) -> dict:
     """What a result JSON records about the policy artifact it scores."""
-    return {"method": art["method"], "seed": art["seed"], "dataset_fingerprint": art["dataset_fingerprint"],
+    info = {"method": art["method"], "seed": art["seed"], "dataset_fingerprint": art["dataset_fingerprint"],
             "policy": path, "train_args": art.get("train_args", {}),
             "augmented_de_over_du": art.get("augmented_de_over_du")}
+    if art.get("checkpoint_step") is not None:  # a --checkpoints policy: trained this many steps of total_steps
+        info["policy_step"] = int(art["checkpoint_step"])
+    return info
 
 
 def final_eval_paths(out: Optional[str], spec: dict) -> list:

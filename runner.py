@@ -114,6 +114,10 @@ class Args:
     """iVAE steps (toy/dmc 10000, cw 5000)"""
     ratio: float = 0.5
     """|augmented D_E| / |D_U| of OILCA and the +CA baselines"""
+    budgets: Tuple[int, ...] = ()
+    """budget study: train every BC/DWBC/OILCA method once to the largest of these policy steps, saving its policy at
+    the others (--checkpoints), and evaluate each: results <method>_b<steps>_s<seed>_<split>.json. The samplers of
+    the augmentation stay at --steps, so the augmented data are the same at every budget"""
     fig5_ratios: Optional[Tuple[float, ...]] = None
     """further OILCA ratios (method oilca_r<ratio>) for Fig. 5 (toy: 0.1 1.0; others: none)"""
     fig5_seeds: Optional[Tuple[int, ...]] = None
@@ -123,6 +127,10 @@ class Args:
     augmented-vs-true-expert-data curve"""
     data_seed: int = 0
     """collect_data.py --seed: another draw of the dataset (and of D_E) goes to <slug>_d<seed> (data/, runs/, results/)"""
+    tag: str = ""
+    """a name for a variant of the benchmark's data or protocol: its files go to <slug>_<tag> (data/, runs/,
+    results/), e.g. --tag t5 with --data-episodes 40 --collect-flags="--expert-episodes 2" (the paper's Table 5
+    size of cartpole-swingup); a DeepMind Control SAC run is shared by every tag and data seed"""
     select_folds: int = 3
     """oilca_selected: folds of D_E episodes in the offline sampler selection (cv_split.py, select_sampler.py)"""
     references: bool = True
@@ -184,8 +192,11 @@ def resolve(args: Args) -> Tuple[Args, dict]:
         backend, task = envs.parse_env_id(args.benchmark)
     except ValueError as e:
         raise SystemExit(f"error: --benchmark: {e}")
-    slug = backend + ("_" + task if task else "") + (f"_d{args.data_seed}" if args.data_seed else "")
-    preset = dict(PRESETS[backend], kind=backend, task=task, slug=slug)
+    base = backend + ("_" + task if task else "")
+    if args.tag and not all(ch.isalnum() or ch in "-." for ch in args.tag):
+        raise SystemExit(f"error: --tag: '{args.tag}' must be letters, digits, '-' or '.'")
+    slug = base + (f"_{args.tag}" if args.tag else "") + (f"_d{args.data_seed}" if args.data_seed else "")
+    preset = dict(PRESETS[backend], kind=backend, task=task, slug=slug, base_slug=base)
     for key, value in preset.items():
         if getattr(args, key, 0) is None:
             setattr(args, key, value)
@@ -209,6 +220,13 @@ def resolve(args: Args) -> Tuple[Args, dict]:
     if unknown:
         raise SystemExit(f"error: unknown methods {sorted(unknown)}: choose from {' '.join(METHODS)} "
                          f"{' '.join(GROUPS)}")
+    if args.budgets:
+        if len(set(args.budgets)) != len(args.budgets) or min(args.budgets) < 1:
+            raise SystemExit(f"error: --budgets: need distinct positive step counts, got {list(args.budgets)}")
+        no_checkpoints = [m for m in args.methods if m in BASELINES]
+        if no_checkpoints:
+            raise SystemExit(f"error: --budgets: {' '.join(no_checkpoints)} cannot save their policy on the way "
+                             f"(--checkpoints is in train_bc.py and train_dwbc.py): run them without --budgets")
     if set(args.sweep_methods) - set(VARIANTS):
         raise SystemExit(f"error: --sweep-methods: {sorted(set(args.sweep_methods) - set(VARIANTS))} are not "
                          f"augmented methods ({' '.join(VARIANTS)})")
@@ -230,19 +248,21 @@ def build(args: Args, p: dict) -> List[Job]:
     threads = ["--threads", args.threads]  # torch threads of every job that takes them
     jobs: List[Job] = []
 
-    def add(name, stage, argv, inputs=(), outputs=(), gpus=0.0):
+    def add(name, stage, argv, inputs=(), outputs=(), gpus=0.0, home=None):
+        home = home or runs  # where the job's log and record live
         jobs.append(Job(name, stage, list(map(str, argv)), list(inputs), list(outputs), gpus=gpus,
-                        log=path(runs, "logs", name + ".log"), record=path(runs, ".jobs", name + ".json")))
+                        log=path(home, "logs", name + ".log"), record=path(home, ".jobs", name + ".json")))
 
     collect = ["collect_data.py", "--env", args.benchmark, "--out", data, "--seed", args.data_seed]
     snapshots = []
     if p["kind"] == "dmc":
-        sac = path(runs, "sac")
+        sac_home = os.path.join("runs", p["base_slug"])  # one behaviour run per task, whatever the tag or data seed
+        sac = path(sac_home, "sac")
         steps = sorted({s for s in SAC_SNAPSHOTS if s <= args.sac_steps} | {args.sac_steps})
         snapshots = [os.path.join(sac, "snapshots", f"step_{s}.pt") for s in steps]
         add("sac", "sac", ["train_behavior.py", "--env", args.benchmark, "--out-dir", sac, "--total-steps",
                            args.sac_steps, "--update-every", 2, "--resume", *threads, *cuda], outputs=snapshots,
-            gpus=args.gpus)
+            gpus=args.gpus, home=sac_home)
         collect += ["--dmc.snapshots", *snapshots, "--dmc.episodes", args.data_episodes]
     elif p["kind"] == "cw":
         collect += ["--cw.episodes", args.data_episodes]
@@ -269,27 +289,43 @@ def build(args: Args, p: dict) -> List[Job]:
                              *shlex.split(args.ivae_flags), *cuda, "--force"],
             [data], [ivae, path(runs, "ivae", "metrics.json")], gpus=args.gpus)
 
-    def train(name, stage, seed, script, dataset, *flags, method=None, evals=True):
+    def train(name, stage, seed, script, dataset, *flags, method=None, evals=True, budget=False):
+        steps, checkpoints, label = args.steps, [], name[:name.rindex("_s")]
+        if budget and args.budgets:  # the budget study: one run to the largest budget, the others saved on the way
+            steps, checkpoints = max(args.budgets), sorted(b for b in args.budgets if b != max(args.budgets))
+            name, stage = f"{label}_b{steps}_s{seed}", "budgets"
         out, result = path(runs, name), path(res, f"{name}_{{split}}.json")
-        argv = [script, "--dataset", dataset, *flags, "--seed", seed, "--total-steps", args.steps]
+        argv = [script, "--dataset", dataset, *flags, "--seed", seed, "--total-steps", steps]
+        argv += ["--checkpoints", *checkpoints] if checkpoints else []
         argv += (["--method", method] if method else []) + ["--out-dir", out]
         argv += ["--final-eval-episodes", args.episodes, "--final-eval", result, *p["eval_flags"]] if evals else \
             ["--eval-every", 0, "--eval-episodes", 0]
         argv += (["--act-eps", args.act_eps] if args.act_eps is not None and script != "train_bcnd.py" else [])
         argv += threads
         outputs = [result.replace("{split}", sp) for sp in p["splits"]] if evals else []
+        saved = [os.path.join(out, f"policy_step{b}.pt") for b in checkpoints]
         add(name, stage, argv + [*shlex.split(args.train_flags), *cuda], [dataset],
-            [os.path.join(out, "policy.pt")] + outputs, gpus=args.gpus)
+            [os.path.join(out, "policy.pt")] + saved + outputs, gpus=args.gpus)
+        for b, policy in zip(checkpoints, saved):  # each smaller budget's policy, scored as the final one is
+            scored = path(res, f"{label}_b{b}_s{seed}_{{split}}.json")
+            add(f"{label}_b{b}_s{seed}", "budgets", ["evaluate.py", "--policy", policy, "--split", *p["splits"],
+                                                     "--episodes", args.episodes, "--out", scored], [policy],
+                [scored.replace("{split}", sp) for sp in p["splits"]])
 
     samplers = {VARIANTS[m].get("sampler") for m, _ in wanted}
     for seed in args.seeds:  # BC-exp / BC-all: methods, samplers, and the selection's candidates
         for kind in ("expert", "all"):
             name = "bc_" + kind.replace("expert", "exp")
-            if name in args.methods or name in samplers or "selected" in samplers:
+            as_method = name in args.methods and args.budgets
+            if (name in args.methods and not args.budgets) or name in samplers or "selected" in samplers:
                 train(f"{name}_s{seed}", "bc", seed, "train_bc.py", data, "--data", kind)
+            if as_method:
+                train(f"{name}_s{seed}", "bc", seed, "train_bc.py", data, "--data", kind, budget=True)
     for seed in args.seeds:
-        if "dwbc" in args.methods or "dwbc" in samplers or "selected" in samplers:
+        if ("dwbc" in args.methods and not args.budgets) or "dwbc" in samplers or "selected" in samplers:
             train(f"dwbc_s{seed}", "dwbc_oilca", seed, "train_dwbc.py", data)
+        if "dwbc" in args.methods and args.budgets:
+            train(f"dwbc_s{seed}", "dwbc_oilca", seed, "train_dwbc.py", data, budget=True)
     if "selected" in samplers:  # the offline sampler selection: K folds of D_E episodes, each candidate per fold
         K, cand = args.select_folds, SELECT_CANDIDATES
         fold = lambda k: path("data", f"{slug}_cv{K}_f{k}.npz")  # noqa: E731
@@ -337,7 +373,7 @@ def build(args: Args, p: dict) -> List[Job]:
                 name = m + ("" if r == args.ratio else f"_r{r}")
                 stage = "dwbc_oilca" if r == args.ratio else "fig5_ratios"
                 train(f"{name}_s{seed}", stage, seed, "train_dwbc.py", aug(m, r, seed), *VARIANTS[m].get("train", ()),
-                      method=None if name == "oilca" else name)
+                      method=None if name == "oilca" else name, budget=r == args.ratio)
     for seed in args.seeds:
         for m in (m for m in BASELINES if m in args.methods):
             dataset = aug("oilca", args.ratio, seed) if m.endswith("_ca") else data

@@ -20,9 +20,10 @@ follows the single run up to float rounding; it writes the files of that run to 
 with `{seed}` replaced by k. One seed (the default) runs the plain loop below, unchanged.
 """
 
+import copy
 import os
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Literal, Optional, Tuple
 
 import numpy as np
@@ -32,8 +33,9 @@ import tyro
 import checks
 import contract
 import envs
-from policy import (Actor, Normalizer, artifact, bc_loss, cpu_threads, final_eval, final_eval_paths, in_training_eval,
-                    load_replica, minibatch_generator, replica_args, stack_replicas)
+from policy import (Actor, GraphedStep, IndexChunks, Normalizer, artifact, bc_loss, check_checkpoints, checkpoint_name,
+                    cpu_threads, final_eval, final_eval_paths, in_training_eval, load_replica, log_replicas,
+                    minibatch_generator, recorded_args, replica_args, replica_values, stack_replicas)
 from progress import Progress
 
 
@@ -82,7 +84,14 @@ class Args:
     threads: Optional[int] = None
     """torch CPU threads (default: every core this process may use)"""
     cuda: bool = False
-    """use CUDA when available (data and minibatch sampling then stay on the GPU)"""
+    """use CUDA when available (data and minibatch sampling then stay on the GPU: each replica's device generator
+    draws the indices of 1,000 steps at a time)"""
+    cuda_graph: bool = False
+    """with --cuda on a GPU: replay each training step as a CUDA graph (a step of this small network is otherwise
+    bound by kernel launches); the same steps as without it, up to float rounding; ignored on a CPU"""
+    checkpoints: Tuple[int, ...] = ()
+    """also save the policy at these steps (each below --total-steps) as policy_step<N>.pt in --out-dir: one run
+    gives the policies of several budgets"""
     tensorboard: bool = False
     """also write TensorBoard event files to <out_dir>/tb"""
     loss_trace: int = 0
@@ -99,11 +108,14 @@ def draw(rng: np.random.Generator, gen: Optional[torch.Generator], n: int, batch
 @contract.all_or_nothing  # a failed run writes nothing; SIGTERM cleans up as SIGINT does
 def main(args: Args) -> dict:
     checks.trainer(args)
+    checkpoints = check_checkpoints(args.checkpoints, args.total_steps)
     runs = replica_args(args)  # one Args per seed, as `--seed k` alone would have them
-    data = contract.load_dataset(args.dataset)
+    if len({a.dataset for a in runs}) > 1:
+        raise ValueError(f"--dataset {args.dataset}: train_bc.py clones one dataset for every seed")
+    data = contract.load_dataset(runs[0].dataset)
     meta = data["metadata"]
     spec = envs.env_spec(meta)
-    contract.check_paths({"--dataset": args.dataset}, folders={"--out-dir": [a.out_dir for a in runs]},
+    contract.check_paths({"--dataset": runs[0].dataset}, folders={"--out-dir": [a.out_dir for a in runs]},
                          files={"--final-eval": [p for a in runs for p in final_eval_paths(a.final_eval, spec)]})
     aug = data["augmented"] if "augmented" in data else np.zeros(len(data["rewards"]), bool)
     if args.data == "expert":
@@ -115,11 +127,13 @@ def main(args: Args) -> dict:
     method = args.method or f"bc_{args.data if args.data == 'all' else 'exp'}"
     torch.set_num_threads(cpu_threads(args.threads))
     device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
+    graphed = args.cuda_graph and device.type == "cuda"
 
     norm = Normalizer(obs, meta["action_low"], meta["action_high"])
     obs_t, act_t = torch.as_tensor(norm.obs(obs), device=device), torch.as_tensor(norm.act(act), device=device)
     print(f"{method}: cloning {rows.sum()} rows of {args.dataset} ({contract.describe(data)})"
-          + (f", seeds {[a.seed for a in runs]} side by side" if len(runs) > 1 else ""))
+          + (f", seeds {[a.seed for a in runs]} side by side" if len(runs) > 1 else "")
+          + (", each step a CUDA graph" if graphed else ""))
 
     def new_actor(seed: int) -> Actor:
         torch.manual_seed(seed)
@@ -128,76 +142,72 @@ def main(args: Args) -> dict:
     def is_eval_step(step: int) -> bool:
         return bool(args.eval_every and step % args.eval_every == 0) or step == args.total_steps
 
-    def finish(actor: Actor, a: Args, run: contract.RunFolder) -> None:
-        contract.save_policy(os.path.join(run.staging, "policy.pt"), artifact(
+    def save(actor: Actor, a: Args, path: str, **extra) -> None:
+        contract.save_policy(path, artifact(
             actor, norm, method=method, seed=a.seed, env=spec, dataset_fingerprint=contract.fingerprint(data),
-            dataset=a.dataset, train_args=asdict(a)))
-        contract.save_json(os.path.join(run.staging, "args.json"), asdict(a))
+            dataset=a.dataset, train_args=recorded_args(a), **extra))
+
+    def finish(actor: Actor, a: Args, run: contract.RunFolder) -> None:
+        save(actor, a, os.path.join(run.staging, "policy.pt"))
+        contract.save_json(os.path.join(run.staging, "args.json"), recorded_args(a))
         run.commit()  # policy.pt and args.json appear in --out-dir together, beside the run's progress.csv
         if a.final_eval:
             final_eval(os.path.join(a.out_dir, "policy.pt"), spec, a.final_eval_episodes, a.final_eval)
 
-    if len(runs) == 1:  # one seed: the plain loop
-        a = runs[0]
-        actor = new_actor(a.seed).to(device)
-        rng, gen = np.random.default_rng(a.seed), minibatch_generator(a.seed, device)
-        opt = torch.optim.Adam(actor.parameters(), lr=args.lr, weight_decay=args.weight_decay)
-        run = contract.RunFolder(a.out_dir)  # a fresh --out-dir for the logs; the results are staged beside it
-        prog = Progress(method, args.total_steps, a.out_dir, tensorboard=args.tensorboard)
-        log, trace = [], []
-        for step in range(1, args.total_steps + 1):
-            idx = draw(rng, gen, len(obs_t), args.batch_size, device)
-            loss = bc_loss(actor, obs_t[idx], act_t[idx])
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            if step <= args.loss_trace:
-                trace.append(loss.detach())
-            if is_eval_step(step):
-                ret = in_training_eval(actor, norm, spec, args.eval_episodes, args.eval_seed)
-                log.append({"step": step, "loss": loss.item(), "eval_return": ret})
-                checks.finite_losses(log[-1], step, method)
-                prog.log(log[-1])
-                prog.update(step, {"loss": log[-1]["loss"], "eval_return": ret}, force=True)
-            else:
-                prog.update(step, lambda: {"loss": loss.item()})
-        prog.close()
-        finish(actor.cpu(), a, run)
-        return {"method": method, "log": log, "loss_trace": [float(x) for x in trace]}
-
-    # several seeds: R replicas side by side, each with its own initialisation, minibatches and Adam moments
+    # R replicas (R = 1: the plain actor), each with its own initialisation, minibatches and Adam moments
+    R = len(runs)
     actors = [new_actor(a.seed) for a in runs]  # replica k built as `--seed k` builds its actor
-    stacked = stack_replicas(actors).to(device)
-    opt = torch.optim.Adam(stacked.parameters(), lr=args.lr, weight_decay=args.weight_decay)
+    net = actors[0].to(device) if R == 1 else stack_replicas(actors).to(device)
+    opt = torch.optim.Adam(net.parameters(), lr=args.lr, weight_decay=args.weight_decay,
+                           **({"capturable": True} if graphed else {}))
     rngs = [np.random.default_rng(a.seed) for a in runs]
     gens = [minibatch_generator(a.seed, device) for a in runs]
-    line = Progress(f"{method} x{len(runs)}", args.total_steps)  # one line for the process: means over replicas
-    folders = [contract.RunFolder(a.out_dir) for a in runs]
+    replica = lambda k: net if R == 1 else load_replica(actors[k], net, k)  # noqa: E731
+    chunks = IndexChunks(lambda n: torch.stack([torch.randint(0, len(obs_t), (n, args.batch_size), generator=g,
+                                                              device=device) for g in gens], 1).squeeze(1)) \
+        if device.type == "cuda" else None
+    cur = {"idx": torch.zeros((args.batch_size,) if R == 1 else (R, args.batch_size), dtype=torch.long, device=device)}
+
+    def step_fn(_key=None):
+        loss = bc_loss(net, obs_t[cur["idx"]], act_t[cur["idx"]])  # a scalar, or [R]
+        opt.zero_grad()
+        loss.sum().backward()  # replica k's slice of the gradient is ∂loss_k alone
+        opt.step()
+        return loss
+
+    step_once = GraphedStep(step_fn, graphed)
+    folders = [contract.RunFolder(a.out_dir) for a in runs]  # fresh --out-dirs for the logs; results staged beside
     progs = [Progress(method, args.total_steps, a.out_dir, tensorboard=args.tensorboard) for a in runs]
+    line = progs[0] if R == 1 else Progress(f"{method} x{R}", args.total_steps)  # one line: means over replicas
     logs, trace = [[] for _ in runs], []
     for step in range(1, args.total_steps + 1):
-        idx = torch.stack([draw(r, g, len(obs_t), args.batch_size, device) for r, g in zip(rngs, gens)])  # [R, B]
-        losses = bc_loss(stacked, obs_t[idx], act_t[idx])  # [R]
-        opt.zero_grad()
-        losses.sum().backward()  # replica k's slice of the gradient is ∂loss_k alone
-        opt.step()
+        if graphed:
+            cur["idx"].copy_(chunks.next())  # into the graph's input buffer
+        elif chunks is not None:
+            cur["idx"] = chunks.next()
+        else:
+            idx = [draw(r, g, len(obs_t), args.batch_size, device) for r, g in zip(rngs, gens)]
+            cur["idx"] = idx[0] if R == 1 else torch.stack(idx)  # [B] or [R, B]
+        loss = step_once()
         if step <= args.loss_trace:
-            trace.append(losses.detach())
+            trace.append(loss.detach().clone())
+        if step in checkpoints:  # this budget's policy, beside the final one (the run goes on unchanged)
+            for k, a in enumerate(runs):
+                save(copy.deepcopy(replica(k)).cpu(), a, os.path.join(folders[k].staging, checkpoint_name(step)),
+                     checkpoint_step=step)
         if is_eval_step(step):
-            rets = [in_training_eval(load_replica(m, stacked, k), norm, spec, args.eval_episodes, args.eval_seed)
-                    for k, m in enumerate(actors)]
-            for k, (loss_k, ret) in enumerate(zip(losses.tolist(), rets)):
-                logs[k].append({"step": step, "loss": loss_k, "eval_return": ret})
-                checks.finite_losses(logs[k][-1], step, f"{method} (seed {runs[k].seed})")
-                progs[k].log(logs[k][-1])
+            rets = [in_training_eval(replica(k), norm, spec, args.eval_episodes, args.eval_seed) for k in range(R)]
+            log_replicas(logs, progs, runs, step, {"loss": replica_values(loss), "eval_return": rets}, method)
             line.update(step, {"loss": float(np.mean([log[-1]["loss"] for log in logs])), "eval_return": float(np.mean(rets))},
                         force=True)
         else:
-            line.update(step, lambda: {"loss": losses.mean().item()})
-    trace = torch.stack(trace).T.tolist() if trace else [[] for _ in runs]
+            line.update(step, lambda: {"loss": loss.mean().item()})
+    trace = torch.stack(trace).reshape(len(trace), -1).T.tolist() if trace else [[] for _ in runs]
     for k, a in enumerate(runs):
         progs[k].close()
-        finish(load_replica(actors[k], stacked, k), a, folders[k])
+        finish(net.cpu() if R == 1 else load_replica(actors[k], net, k), a, folders[k])
+    if R == 1:
+        return {"method": method, "log": logs[0], "loss_trace": trace[0]}
     return {"method": method, "runs": [{"seed": a.seed, "log": logs[k], "loss_trace": trace[k]} for k, a in enumerate(runs)]}
 
 

@@ -28,9 +28,10 @@ so it follows the single run up to float rounding; it writes the files of that r
 `--final-eval` with `{seed}` replaced by k. One seed (the default) runs the plain loop below, unchanged.
 """
 
+import copy
 import os
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Optional, Tuple
 
 import numpy as np
@@ -41,8 +42,9 @@ import tyro
 import checks
 import contract
 import envs
-from policy import (Actor, Normalizer, artifact, cpu_threads, final_eval, final_eval_paths, in_training_eval,
-                    load_replica, minibatch_generator, replica_args, stack_replicas)
+from policy import (Actor, GraphedStep, IndexChunks, Normalizer, artifact, check_checkpoints, checkpoint_name,
+                    cpu_threads, final_eval, final_eval_paths, in_training_eval, load_replica, log_replicas,
+                    minibatch_generator, recorded_args, replica_args, replica_values, stack_replicas)
 from progress import Progress
 
 LOG_PI_MIN, LOG_PI_MAX, D_MIN, D_MAX = -20.0, 10.0, 0.1, 0.9
@@ -103,7 +105,14 @@ class Args:
     threads: Optional[int] = None
     """torch CPU threads (default: every core this process may use)"""
     cuda: bool = False
-    """use CUDA when available (data and minibatch sampling then stay on the GPU)"""
+    """use CUDA when available (data and minibatch sampling then stay on the GPU: each replica's device generator
+    draws the indices of 1,000 steps at a time)"""
+    cuda_graph: bool = False
+    """with --cuda on a GPU: replay each training step as a CUDA graph (a step of these small networks is
+    otherwise bound by kernel launches); the same steps as without it, up to float rounding; ignored on a CPU"""
+    checkpoints: Tuple[int, ...] = ()
+    """also save the policy at these steps (each below --total-steps) as policy_step<N>.pt in --out-dir: one run
+    gives the policies of several budgets"""
     tensorboard: bool = False
     """also write TensorBoard event files to <out_dir>/tb"""
     loss_trace: int = 0
@@ -150,55 +159,56 @@ def policy_loss(log_pi_e, log_pi_u, d_e, d_u, alpha: float, eta):
 @contract.all_or_nothing  # a failed run writes nothing; SIGTERM cleans up as SIGINT does
 def main(args: Args) -> dict:
     checks.trainer(args, alpha=checks.Real(1), eta=checks.OPEN_UNIT, d_update_every=checks.COUNT, aug_frac=checks.UNIT)
+    checkpoints = check_checkpoints(args.checkpoints, args.total_steps)
     runs = replica_args(args)  # one Args per seed, as `--seed k` alone would have them
-    data = contract.load_dataset(args.dataset)
-    contract.require_expert(data, args.dataset)
-    meta = data["metadata"]
-    spec = envs.env_spec(meta)
-    contract.check_paths({"--dataset": args.dataset}, folders={"--out-dir": [a.out_dir for a in runs]},
+    paths = list(dict.fromkeys(a.dataset for a in runs))  # one dataset, or one per seed (`{seed}` in --dataset)
+    sets = {path: load_rows(path, args) for path in paths}
+    first = sets[paths[0]]
+    meta, spec = first["meta"], first["spec"]
+    for path in paths[1:]:
+        if (sets[path]["meta"]["obs_dim"], sets[path]["meta"]["act_dim"], sets[path]["spec"]["env_id"]) != \
+                (meta["obs_dim"], meta["act_dim"], spec["env_id"]):
+            raise ValueError(f"--dataset {path}: another env or shape than {paths[0]} (one --dataset per seed must "
+                             f"be the same benchmark)")
+    contract.check_paths({"--dataset": paths}, folders={"--out-dir": [a.out_dir for a in runs]},
                          files={"--final-eval": [p for a in runs for p in final_eval_paths(a.final_eval, spec)]})
-    aug = data["augmented"] if "augmented" in data else np.zeros(len(data["rewards"]), bool)
-    method = args.method or ("oilca" if aug.any() else "dwbc")
+    methods = {("oilca" if d["augmented_rows"].size else "dwbc") for d in sets.values()}
+    method = args.method or ("oilca" if "oilca" in methods else "dwbc")
     if args.alpha < 1 + args.eta / (D_MIN * (1 - D_MIN)):
         print(f"warning: alpha={args.alpha} < 1 + eta/0.09 = {1 + args.eta / 0.09:.2f}: expert weights can be negative")
     torch.set_num_threads(cpu_threads(args.threads))
     device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
-
-    exp_rows = np.flatnonzero(data["expert"] & ~aug)
-    aug_rows = np.flatnonzero(aug)
-    unl_rows = np.flatnonzero(~data["expert"] & ~aug)
-    if len(unl_rows) == 0:
-        raise ValueError(f"{args.dataset}: D_U is empty (every collected row is expert)")
-    if args.aug_frac is not None and not (0 <= args.aug_frac <= 1 and len(aug_rows)):
-        raise ValueError("--aug-frac needs a value in [0, 1] and an augmented dataset")
-    train_rows = np.concatenate([exp_rows, aug_rows, unl_rows])
-    norm = Normalizer(data["observations"][train_rows], meta["action_low"], meta["action_high"])
-    obs = torch.as_tensor(norm.obs(data["observations"]), device=device)
-    act = torch.as_tensor(norm.act(data["actions"]), device=device)
-    expert_pool = np.concatenate([exp_rows, aug_rows])
-    pools = {name: torch.as_tensor(rows, device=device) for name, rows in
-             (("expert", expert_pool), ("collected", exp_rows), ("augmented", aug_rows), ("unlabelled", unl_rows))}
+    graphed = args.cuda_graph and device.type == "cuda"
+    if args.cuda_graph and args.adaptive_eta:
+        raise ValueError("--cuda-graph: not with --adaptive-eta (its η changes inside the step)")
+    for d in sets.values():
+        d["obs"] = torch.as_tensor(d["norm"].obs(d["observations"]), device=device)
+        d["act"] = torch.as_tensor(d["norm"].act(d["actions"]), device=device)
+        d["pools"] = {name: torch.as_tensor(d[name + "_rows"], device=device)
+                      for name in ("expert", "collected", "augmented", "unlabelled")}
     B = args.batch_size
 
-    def draw(rng: np.random.Generator, gen: Optional[torch.Generator]) -> torch.Tensor:
-        """Row indices [expert batch; unlabelled batch] [2B]: numpy's rng on the CPU, the device generator on a GPU."""
+    def draw(d: dict, rng: np.random.Generator, gen: Optional[torch.Generator], n: Optional[int] = None) -> torch.Tensor:
+        """Row indices [expert batch; unlabelled batch] [2B] of dataset d: numpy's rng on the CPU, the device
+        generator on a GPU; with n (--cuda-graph) the indices of n steps at once, [n, 2B]."""
         if gen is None:
             if args.aug_frac is None:
-                expert = rng.choice(expert_pool, B)
+                expert = rng.choice(d["expert_rows"], B)
             else:
                 n_aug = rng.binomial(B, args.aug_frac)
-                expert = np.concatenate([rng.choice(aug_rows, n_aug), rng.choice(exp_rows, B - n_aug)])
-            return torch.as_tensor(np.concatenate([expert, rng.choice(unl_rows, B)]), device=device)
+                expert = np.concatenate([rng.choice(d["augmented_rows"], n_aug), rng.choice(d["collected_rows"], B - n_aug)])
+            return torch.as_tensor(np.concatenate([expert, rng.choice(d["unlabelled_rows"], B)]), device=device)
+        shape = (B,) if n is None else (n, B)
 
         def pick(pool):
-            return pools[pool][torch.randint(len(pools[pool]), (B,), generator=gen, device=device)]
+            return d["pools"][pool][torch.randint(len(d["pools"][pool]), shape, generator=gen, device=device)]
 
         if args.aug_frac is None:
             expert = pick("expert")
         else:  # each row augmented with probability aug_frac: Binomial(B, aug_frac) of them, as on the CPU
-            is_aug = torch.rand(B, generator=gen, device=device) < args.aug_frac
+            is_aug = torch.rand(shape, generator=gen, device=device) < args.aug_frac
             expert = torch.where(is_aug, pick("augmented"), pick("collected"))
-        return torch.cat([expert, pick("unlabelled")])
+        return torch.cat([expert, pick("unlabelled")], -1)
 
     def new_networks(seed: int):
         torch.manual_seed(seed)
@@ -208,117 +218,156 @@ def main(args: Args) -> dict:
     def is_eval_step(step: int) -> bool:
         return bool(args.eval_every and step % args.eval_every == 0) or step == args.total_steps
 
+    def save(actor: Actor, a: Args, path: str, **extra) -> None:
+        d = sets[a.dataset]
+        contract.save_policy(path, artifact(
+            actor, d["norm"], method=method, seed=a.seed, env=spec, dataset_fingerprint=contract.fingerprint(d["data"]),
+            dataset=a.dataset, train_args=recorded_args(a),
+            augmented_de_over_du=(len(d["collected_rows"]) + len(d["augmented_rows"])) / len(d["unlabelled_rows"]),
+            **extra))
+
     def finish(actor: Actor, a: Args, run: contract.RunFolder) -> None:
-        contract.save_policy(os.path.join(run.staging, "policy.pt"), artifact(
-            actor, norm, method=method, seed=a.seed, env=spec, dataset_fingerprint=contract.fingerprint(data),
-            dataset=a.dataset, train_args=asdict(a),
-            augmented_de_over_du=(len(exp_rows) + len(aug_rows)) / len(unl_rows)))
-        contract.save_json(os.path.join(run.staging, "args.json"), asdict(a))
+        save(actor, a, os.path.join(run.staging, "policy.pt"))
+        contract.save_json(os.path.join(run.staging, "args.json"), recorded_args(a))
         run.commit()  # policy.pt and args.json appear in --out-dir together, beside the run's progress.csv
         if a.final_eval:
             final_eval(os.path.join(a.out_dir, "policy.pt"), spec, a.final_eval_episodes, a.final_eval)
 
-    print(f"{method}: D_E {len(exp_rows)} collected + {len(aug_rows)} augmented rows, D_U {len(unl_rows)} rows ({args.dataset})"
-          + (f", seeds {[a.seed for a in runs]} side by side" if len(runs) > 1 else ""))
+    def adam(params, lr, **kw):
+        return torch.optim.Adam(params, lr=lr, **kw, **({"capturable": True} if graphed else {}))
 
-    if len(runs) == 1:  # one seed: the plain loop
-        a = runs[0]
-        actor, disc = (net.to(device) for net in new_networks(a.seed))
-        rng, gen = np.random.default_rng(a.seed), minibatch_generator(a.seed, device)
-        actor_opt = torch.optim.Adam(actor.parameters(), lr=args.actor_lr, weight_decay=args.actor_weight_decay)
-        disc_opt = torch.optim.Adam(disc.parameters(), lr=args.disc_lr)
-        eta = 0.3 if args.adaptive_eta else args.eta
-        run = contract.RunFolder(a.out_dir)  # a fresh --out-dir for the logs; the results are staged beside it
-        prog = Progress(method, args.total_steps, a.out_dir, tensorboard=args.tensorboard)
-        log, trace = [], {"policy_loss": [], "d_loss": []}
-        for step in range(1, args.total_steps + 1):
-            # one forward pass over [expert batch; unlabelled batch] (the networks treat rows independently)
-            idx = draw(rng, gen)
-            log_pi = actor.log_prob(obs[idx], act[idx])
-            d = disc(obs[idx], act[idx], normalize_log_pi(log_pi))
-            log_pi_e, log_pi_u, d_e, d_u = log_pi[:B], log_pi[B:], d[:B], d[B:]
-            if step % args.d_update_every == 0:  # the discriminator steps on its own schedule
-                d_loss = discriminator_loss(d_e, d_u, eta, args.pu)
-                disc_opt.zero_grad()
-                d_loss.backward()
-                disc_opt.step()
-                if step <= args.loss_trace:
-                    trace["d_loss"].append(d_loss.detach())
-                if args.adaptive_eta:  # a float on the CPU (as before), a tensor on the GPU (no host round trip)
-                    share = (d_e > 0.5).float().mean()
-                    eta = share.clamp(0.2, 0.8) if gen is not None else float(np.clip(share.item(), 0.2, 0.8))
-            p_loss = policy_loss(log_pi_e, log_pi_u, d_e, d_u, args.alpha, eta)
-            actor_opt.zero_grad()
-            p_loss.backward()
-            actor_opt.step()
-            if step <= args.loss_trace:
-                trace["policy_loss"].append(p_loss.detach())
-            if is_eval_step(step):
-                ret = in_training_eval(actor, norm, spec, args.eval_episodes, args.eval_seed)
-                row = {"step": step, "policy_loss": p_loss.item(), "d_loss": discriminator_loss(d_e, d_u, eta, args.pu).item(),
-                       "d_expert": d_e.mean().item(), "d_unlabelled": d_u.mean().item(), "eta": float(eta), "eval_return": ret}
-                log.append(row)
-                checks.finite_losses(row, step, method)
-                prog.log(row)
-                prog.update(step, {k: v for k, v in row.items() if k != "step"}, force=True)
-            else:
-                prog.update(step, lambda: {"policy_loss": p_loss.item()})
-        prog.close()
-        finish(actor.cpu(), a, run)
-        return {"method": method, "log": log, "loss_trace": {k: [float(x) for x in v] for k, v in trace.items()}}
+    for path, d in sets.items():
+        print(f"{method}: D_E {len(d['collected_rows'])} collected + {len(d['augmented_rows'])} augmented rows, "
+              f"D_U {len(d['unlabelled_rows'])} rows ({path})")
+    if len(runs) > 1:
+        print(f"{method}: seeds {[a.seed for a in runs]} side by side" + (", one dataset per seed" if len(paths) > 1 else "")
+              + (", each step a CUDA graph" if graphed else ""))
 
-    # several seeds: R replicas side by side, each with its own initialisation, minibatches, Adam moments and η
+    # R replicas (R = 1: the plain networks) with their own initialisation, minibatches, Adam moments and η
+    R = len(runs)
     nets = [new_networks(a.seed) for a in runs]  # replica k built as `--seed k` builds its actor and discriminator
-    actor, disc = stack_replicas([n[0] for n in nets]).to(device), stack_replicas([n[1] for n in nets]).to(device)
-    actor_opt = torch.optim.Adam(actor.parameters(), lr=args.actor_lr, weight_decay=args.actor_weight_decay)
-    disc_opt = torch.optim.Adam(disc.parameters(), lr=args.disc_lr)
+    if R == 1:
+        actor, disc = (net.to(device) for net in nets[0])
+    else:
+        actor, disc = stack_replicas([n[0] for n in nets]).to(device), stack_replicas([n[1] for n in nets]).to(device)
+    actor_opt = adam(actor.parameters(), args.actor_lr, weight_decay=args.actor_weight_decay)
+    disc_opt = adam(disc.parameters(), args.disc_lr)
     rngs = [np.random.default_rng(a.seed) for a in runs]
     gens = [minibatch_generator(a.seed, device) for a in runs]
-    R = len(runs)
-    eta = torch.full((R,), 0.3, device=device) if args.adaptive_eta else args.eta  # [R] or a float
-    line = Progress(f"{method} x{R}", args.total_steps)  # one line for the process: means over replicas
-    folders = [contract.RunFolder(a.out_dir) for a in runs]
-    progs = [Progress(method, args.total_steps, a.out_dir, tensorboard=args.tensorboard) for a in runs]
-    logs, trace = [[] for _ in runs], {"policy_loss": [], "d_loss": []}
-    for step in range(1, args.total_steps + 1):
-        idx = torch.stack([draw(r, g) for r, g in zip(rngs, gens)])  # [R, 2B]
-        log_pi = actor.log_prob(obs[idx], act[idx])  # [R, 2B, act_dim]
-        d = disc(obs[idx], act[idx], normalize_log_pi(log_pi))  # [R, 2B]
-        log_pi_e, log_pi_u, d_e, d_u = log_pi[:, :B], log_pi[:, B:], d[:, :B], d[:, B:]
-        if step % args.d_update_every == 0:
-            d_loss = discriminator_loss(d_e, d_u, eta, args.pu)  # [R]
+    data_of = [sets[a.dataset] for a in runs]
+    if R == 1:
+        eta = 0.3 if args.adaptive_eta else args.eta
+    else:
+        eta = torch.full((R,), 0.3, device=device) if args.adaptive_eta else args.eta  # [R] or a float
+    if len(paths) == 1:  # every replica reads the same rows
+        obs, act = first["obs"], first["act"]
+        rows = lambda idx: (obs[idx], act[idx])  # noqa: E731
+    else:  # replica k's rows from its own dataset: [R, N_max, dim], gathered per replica
+        n_max = max(len(d["obs"]) for d in data_of)
+        pad = lambda x: torch.cat([x, x.new_zeros((n_max - len(x),) + x.shape[1:])])  # noqa: E731
+        obs, act = torch.stack([pad(d["obs"]) for d in data_of]), torch.stack([pad(d["act"]) for d in data_of])
+        ridx = torch.arange(R, device=device)[:, None]
+        rows = lambda idx: (obs[ridx, idx], act[ridx, idx])  # noqa: E731
+
+    def draw_all() -> torch.Tensor:
+        idx = [draw(d, r, g) for d, r, g in zip(data_of, rngs, gens)]
+        return idx[0] if R == 1 else torch.stack(idx)  # [2B] or [R, 2B]
+
+    chunks = IndexChunks(lambda n: torch.stack([draw(d, r, g, n) for d, r, g in zip(data_of, rngs, gens)], 1)
+                         if R > 1 else draw(data_of[0], rngs[0], gens[0], n)) if device.type == "cuda" else None
+    cur = {"idx": torch.zeros((2 * B,) if R == 1 else (R, 2 * B), dtype=torch.long, device=device)}
+    state = {"eta": eta}
+
+    def step_fn(update_disc: bool):
+        """One DWBC step on the minibatch cur["idx"]: one forward pass over [expert batch; unlabelled batch] (the
+        networks treat rows independently), the discriminator's step when due, then the policy's."""
+        o, a_ = rows(cur["idx"])
+        log_pi = actor.log_prob(o, a_)
+        d = disc(o, a_, normalize_log_pi(log_pi))
+        log_pi_e, log_pi_u, d_e, d_u = log_pi[..., :B, :], log_pi[..., B:, :], d[..., :B], d[..., B:]
+        d_loss = None
+        if update_disc:  # the discriminator steps on its own schedule
+            d_loss = discriminator_loss(d_e, d_u, state["eta"], args.pu)
             disc_opt.zero_grad()
             d_loss.sum().backward()  # replica k's slice of the gradient is ∂d_loss_k alone
             disc_opt.step()
-            if step <= args.loss_trace:
-                trace["d_loss"].append(d_loss.detach())
-            if args.adaptive_eta:
-                eta = (d_e > 0.5).float().mean(-1).clamp(0.2, 0.8)
-        p_loss = policy_loss(log_pi_e, log_pi_u, d_e, d_u, args.alpha, eta[:, None] if args.adaptive_eta else eta)
+            if args.adaptive_eta:  # a float on the CPU with one seed (as before), else a tensor (no host round trip)
+                share = (d_e > 0.5).float().mean(-1)
+                state["eta"] = (share.clamp(0.2, 0.8) if R > 1 or device.type == "cuda"
+                                else float(np.clip(share.item(), 0.2, 0.8)))
+        eta_now = state["eta"][:, None] if (R > 1 and args.adaptive_eta) else state["eta"]
+        p_loss = policy_loss(log_pi_e, log_pi_u, d_e, d_u, args.alpha, eta_now)
         actor_opt.zero_grad()
         p_loss.sum().backward()
         actor_opt.step()
+        return p_loss, d_loss, d_e, d_u
+
+    step_once = GraphedStep(step_fn, graphed)
+    folders = [contract.RunFolder(a.out_dir) for a in runs]  # fresh --out-dirs for the logs; results staged beside
+    progs = [Progress(method, args.total_steps, a.out_dir, tensorboard=args.tensorboard) for a in runs]
+    line = progs[0] if R == 1 else Progress(f"{method} x{R}", args.total_steps)  # one line: means over replicas
+    logs, trace = [[] for _ in runs], {"policy_loss": [], "d_loss": []}
+    for step in range(1, args.total_steps + 1):
+        if graphed:
+            cur["idx"].copy_(chunks.next())  # into the graph's input buffer
+        elif chunks is not None:
+            cur["idx"] = chunks.next()
+        else:
+            cur["idx"] = draw_all()
+        p_loss, d_loss, d_e, d_u = step_once(step % args.d_update_every == 0)
         if step <= args.loss_trace:
-            trace["policy_loss"].append(p_loss.detach())
+            trace["policy_loss"].append(p_loss.detach().clone())
+            if d_loss is not None:
+                trace["d_loss"].append(d_loss.detach().clone())
+        if step in checkpoints:  # this budget's policy, beside the final one (the run goes on unchanged)
+            for k, a in enumerate(runs):
+                net = actor if R == 1 else load_replica(nets[k][0], actor, k)
+                save(copy.deepcopy(net).cpu(), a, os.path.join(folders[k].staging, checkpoint_name(step)),
+                     checkpoint_step=step)
         if is_eval_step(step):
-            rets = [in_training_eval(load_replica(n[0], actor, k), norm, spec, args.eval_episodes, args.eval_seed)
-                    for k, n in enumerate(nets)]
-            cols = {"policy_loss": p_loss.tolist(), "d_loss": discriminator_loss(d_e, d_u, eta, args.pu).tolist(),
-                    "d_expert": d_e.mean(-1).tolist(), "d_unlabelled": d_u.mean(-1).tolist(),
-                    "eta": eta.tolist() if args.adaptive_eta else [eta] * R, "eval_return": rets}
-            for k in range(R):
-                logs[k].append({"step": step, **{name: col[k] for name, col in cols.items()}})
-                checks.finite_losses(logs[k][-1], step, f"{method} (seed {runs[k].seed})")
-                progs[k].log(logs[k][-1])
-            line.update(step, {name: float(np.mean(col)) for name, col in cols.items()}, force=True)
+            eta_now = state["eta"]
+            rets = [in_training_eval(actor if R == 1 else load_replica(n[0], actor, k), data_of[k]["norm"], spec,
+                                     args.eval_episodes, args.eval_seed) for k, n in enumerate(nets)]
+            d_now = discriminator_loss(d_e, d_u, eta_now, args.pu)
+            cols = {"policy_loss": replica_values(p_loss), "d_loss": replica_values(d_now),
+                    "d_expert": replica_values(d_e.mean(-1)), "d_unlabelled": replica_values(d_u.mean(-1)),
+                    "eta": (replica_values(eta_now) if torch.is_tensor(eta_now) else [float(eta_now)] * R),
+                    "eval_return": rets}
+            log_replicas(logs, progs, runs, step, cols, method)
+            if R > 1:
+                line.update(step, {name: float(np.mean(col)) for name, col in cols.items()}, force=True)
+            else:
+                line.update(step, {k: v for k, v in logs[0][-1].items() if k != "step"}, force=True)
         else:
             line.update(step, lambda: {"policy_loss": p_loss.mean().item()})
-    traces = {name: (torch.stack(v).T.tolist() if v else [[] for _ in runs]) for name, v in trace.items()}
+    traces = {name: (torch.stack(v).reshape(len(v), -1).T.tolist() if v else [[] for _ in runs]) for name, v in trace.items()}
     for k, a in enumerate(runs):
         progs[k].close()
-        finish(load_replica(nets[k][0], actor, k), a, folders[k])
+        finish(actor.cpu() if R == 1 else load_replica(nets[k][0], actor, k), a, folders[k])
+    if R == 1:
+        return {"method": method, "log": logs[0], "loss_trace": {name: t[0] for name, t in traces.items()}}
     return {"method": method, "runs": [{"seed": a.seed, "log": logs[k], "loss_trace": {name: t[k] for name, t in traces.items()}}
                                        for k, a in enumerate(runs)]}
+
+
+def load_rows(path: str, args: Args) -> dict:
+    """A dataset and its row sets: collected expert rows (D_E), augmented rows, D_U; the normaliser of its training rows."""
+    data = contract.load_dataset(path)
+    contract.require_expert(data, path)
+    aug = data["augmented"] if "augmented" in data else np.zeros(len(data["rewards"]), bool)
+    exp_rows, aug_rows = np.flatnonzero(data["expert"] & ~aug), np.flatnonzero(aug)
+    unl_rows = np.flatnonzero(~data["expert"] & ~aug)
+    if len(unl_rows) == 0:
+        raise ValueError(f"{path}: D_U is empty (every collected row is expert)")
+    if args.aug_frac is not None and not (0 <= args.aug_frac <= 1 and len(aug_rows)):
+        raise ValueError("--aug-frac needs a value in [0, 1] and an augmented dataset")
+    meta = data["metadata"]
+    train_rows = np.concatenate([exp_rows, aug_rows, unl_rows])
+    return {"data": data, "meta": meta, "spec": envs.env_spec(meta),
+            "norm": Normalizer(data["observations"][train_rows], meta["action_low"], meta["action_high"]),
+            "observations": data["observations"], "actions": data["actions"],
+            "collected_rows": exp_rows, "augmented_rows": aug_rows, "unlabelled_rows": unl_rows,
+            "expert_rows": np.concatenate([exp_rows, aug_rows])}
 
 
 if __name__ == "__main__":

@@ -258,3 +258,40 @@ def test_code_changes_make_jobs_stale(tmp_path, monkeypatch):
     assert runner.code_digest(job) == before
     (tmp_path / "lazy.py").write_text("def g(): return 1\n")
     assert runner.code_digest(job) != before
+
+
+def test_budget_study_trains_once_and_scores_every_budget(tmp_path, capsys):
+    """--budgets: one run per method and seed to the largest budget, the smaller budgets' policies saved on the way and
+    evaluated like any result; the samplers stay at --steps. It runs end to end on a tiny grid."""
+    out = runner.main(grid(tmp_path, budgets=(20, 40), methods=("bc_exp", "dwbc", "oilca"), fig5_ratios=(), seeds=(0,)))
+    cmd = {j["name"]: j["command"] for j in out["jobs"]}
+    assert "--total-steps 40 --checkpoints 20 " in cmd["dwbc_b40_s0"] and "--total-steps 40 --checkpoints 20 " in cmd["oilca_b40_s0"]
+    assert "--policy runs/" not in cmd["dwbc_b20_s0"] and "dwbc_b40_s0/policy_step20.pt" in cmd["dwbc_b20_s0"]
+    assert "--total-steps 40 " in cmd["bc_exp_s0"] and "--checkpoints" not in cmd["bc_exp_s0"]  # OILCA's sampler
+    assert "dwbc_s0" not in cmd  # DWBC is no sampler here: only its budget run
+    res = tmp_path / "results" / "toy"
+    for name in ("bc_exp_b20_s0", "bc_exp_b40_s0", "dwbc_b20_s0", "dwbc_b40_s0", "oilca_b20_s0", "oilca_b40_s0"):
+        for split in ("train", "heldout"):
+            with open(res / f"{name}_{split}.json") as f:
+                r = json.load(f)
+            assert r["train_args"]["total_steps"] == 40 and r.get("policy_step") == (20 if "_b20_" in name else None)
+    # the 20-step policy of the 40-step run is the 20-step run's: BC-exp's sampler ran 40 steps, so compare budgets
+    with open(res / "bc_exp_b40_s0_train.json") as f, open(res / "bc_exp_s0_train.json") as g:
+        assert json.load(f)["returns"] == json.load(g)["returns"]
+
+
+def test_budgets_refuse_trainers_without_checkpoints(capsys):
+    with pytest.raises(SystemExit, match="--budgets: oril"):
+        runner.resolve(runner.Args(methods=("dwbc", "oril"), budgets=(10, 20)))
+    with pytest.raises(SystemExit, match="--budgets"):
+        runner.resolve(runner.Args(budgets=(10, 10)))
+
+
+def test_a_tag_keeps_a_variant_apart_and_shares_the_sac_run(two_cores):
+    dmc = commands(benchmark="dmc:cartpole-swingup", tag="t5", data_episodes=40,
+                   collect_flags="--expert-episodes 2", methods=("bc_exp",), seeds=(0,))
+    assert "--out-dir runs/dmc_cartpole-swingup/sac " in dmc["sac"]  # one behaviour run for every tag
+    assert "--out data/dmc_cartpole-swingup_t5.npz" in dmc["collect"] and "--dmc.episodes 40 --expert-episodes 2" in dmc["collect"]
+    assert "results/dmc_cartpole-swingup_t5/bc_exp_s0_{split}.json" in dmc["bc_exp_s0"]
+    with pytest.raises(SystemExit, match="--tag"):
+        runner.resolve(runner.Args(tag="a/b"))
