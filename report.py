@@ -17,13 +17,20 @@ Outputs of `--results F`, written into F:
   bcnd_ca vs bcnd, every oilca_<x> vs oilca; more with --pairs), the paired gaps (oilca − dwbc, oilca − bc_exp,
   oilca_bc_all − bc_all, oilca_dwbc − dwbc, each control − oilca; more with --gaps) and CausalWorld's fractional success. Rows carry the
   method id and a readable name; method order: MAIN_METHODS, then CONTROLS, each followed by its `_r<ratio>` variants.
+  With budget results (runner --budgets: `<method>_b<steps>_s<seed>_<split>.json`, the method taking the file name's
+  `_b<steps>`, see budget_method) also the budget table: rows = budgets, columns = family × split, then the paired
+  gaps oilca − dwbc and oilca − bc_exp and P(oilca > dwbc) at each budget (BUDGET_GAPS, BUDGET_POI).
 - summary.json: cells (env, split, method, name, metric, n, seeds, mean, std, ci, normalised {mean, std, ci} or null),
-  probability_of_improvement (env, split, x, y, p, ci, n_x, n_y), gaps (env, split, x, y, seeds, n, mean, std, ci).
+  probability_of_improvement (env, split, x, y, p, ci, n_x, n_y), gaps (env, split, x, y, seeds, n, mean, std, ci);
+  with budget results also budget_cells (env, split, family, budget, method, seeds, n, mean, std, ci), budget_gaps
+  (env, split, budget, x, y, seeds, n, mean, std, ci), budget_probability_of_improvement (env, split, budget, x, y, p,
+  ci, n_x, n_y).
 - fig4.png and fig5.png, drawn by figures.py (its docstring describes them): Fig. 4, returns per method with each X
   beside X+CA; Fig. 5, return against |augmented D_E| / |D_U| per family with two ratios or more (no fig5.png when no
   family has two).
-  With several envs the figures are fig4_<env>.png and fig5_<env>.png, one per env (in the env id, every run of
-  characters other than letters and digits becomes `_`: fig4_dmc_walker_stand.png).
+  budget.png, only with budget results (figures.budget): return and the two gaps against the budget.
+  With several envs the figures are fig4_<env>.png, fig5_<env>.png and budget_<env>.png, one per env (in the env id,
+  every run of characters other than letters and digits becomes `_`: fig4_dmc_walker_stand.png).
 Outputs of `--aggregate F1 F2 ... --out A`: A/aggregate.md and A/aggregate.json (methods: iqm, iqm_ci, mean, mean_ci,
 runs, strata; probability_of_improvement: x, y, p, ci, strata; the strata used and those left out).
 
@@ -134,7 +141,7 @@ def split_ratio(method: str):
 
 def split_budget(method: str):
     """(base, steps or None): `dwbc_b20000` → ("dwbc", 20000), `oilca_r1.0_b5000` → ("oilca_r1.0", 5000); any base
-    counts (a budget variant only arises from a `_b<steps>` result file, see load_results); else (method, None)."""
+    counts (budget variants come from runner --budgets' result files, see budget_method); else (method, None)."""
     m = BUDGET.match(method)
     return (m["base"], int(m["steps"])) if m and not m["base"].startswith("reference_") else (method, None)
 
@@ -346,16 +353,16 @@ def budget_study(scores: dict, splits: tuple, n_resamples: int) -> dict:
     "gaps": [{split, budget, x, y, seeds, **cell of x − y}] for BUDGET_GAPS, "probability_of_improvement": [{split,
     budget, x, y, p, ci, n_x, n_y}] for BUDGET_POI}; x and y are families, compared at the same budget (their
     `_b<steps>` methods); seeds paired as in gap_entries. Empty lists when no `_b<steps>` method exists."""
-    at = defaultdict(dict)  # (family, split) -> {steps: {seed: score}}
+    at, method = defaultdict(dict), {}  # (family, split) -> {steps: {seed: score}}; (family, steps) -> method id
     for (m, s), v in scores.items():
         fam, steps = split_budget(m)
         if steps is not None and s in dict(splits):
-            at[(fam, s)][steps] = v
+            at[(fam, s)][steps], method[(fam, steps)] = v, m
     out = {"cells": [], "gaps": [], "probability_of_improvement": []}
     for split, _ in splits:
         for fam in sorted({f for f, s in at if s == split}, key=order_key):
             for steps, v in sorted(at[(fam, split)].items()):
-                out["cells"].append({"split": split, "family": fam, "budget": steps, "method": f"{fam}_b{steps}",
+                out["cells"].append({"split": split, "family": fam, "budget": steps, "method": method[(fam, steps)],
                                      "seeds": sorted(v), **stats.cell(list(v.values()), n_resamples)})
         for x, y in BUDGET_GAPS:
             for steps in sorted(set(at.get((x, split), {})) & set(at.get((y, split), {}))):
@@ -385,7 +392,8 @@ def budget_table(study: dict, splits: tuple, digits: int = 2) -> str:
     lines = ["| budget (steps) | " + " | ".join(f"{display(f)}, {titles[s]}" for f, s in columns) + " |",
              "|---" * (len(columns) + 1) + "|"]
     for b in budgets:
-        texts = [f"{stats.cell_text(c, digits)} ({c['n']})" if (c := cells.get((f, s, b))) else "—" for f, s in columns]
+        texts = [f"{stats.cell_text(c, digits)} ({c['n']})" if (c := cells.get((f, s, b))) else "—"
+                 for f, s in columns]
         lines.append(f"| {b:,} | " + " | ".join(texts) + " |")
     pairs = {}  # (kind, x, y, split) -> {budget: text}
     for e in study["gaps"]:

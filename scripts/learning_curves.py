@@ -156,7 +156,7 @@ def main(args: Args) -> dict:
         last = f"; at step {v['points'][-1][0]}: {v['points'][-1][2]:.2f} over {v['points'][-1][1]} seeds" \
             if v["points"] else ""
         print(f"{method}: {len(v['runs'])} runs ({which}), seeds {','.join(map(str, v['seeds'])) or 'none'}, "
-              f"{len(v['points'])} steps{last}")
+              f"{len(v['points'])} evaluation step{'' if len(v['points']) == 1 else 's'}{last}")
         if v["skipped_rows"]:
             print(f"  skipped {v['skipped_rows']} rows without a finite eval_return (trained without in-training "
                   f"evaluation?)")

@@ -376,7 +376,8 @@ def test_budget_table_cells_and_gaps_paired_by_seed(tmp_path):
     gaps = {(e["split"], e["budget"], e["y"]): e for e in summary["budget_gaps"]}
     assert gaps[("train", 20000, "dwbc")]["seeds"] == [1, 2] and gaps[("train", 20000, "dwbc")]["mean"] == 1.0
     assert gaps[("train", 20000, "dwbc")]["std"] == pytest.approx(math.sqrt(32))
-    assert gaps[("heldout", 5000, "bc_exp")]["mean"] == pytest.approx(17.0) and gaps[("train", 5000, "dwbc")]["env"] == "toy"
+    assert gaps[("heldout", 5000, "bc_exp")]["mean"] == pytest.approx(17.0)
+    assert gaps[("train", 5000, "dwbc")]["env"] == "toy"
     c = [c for c in summary["budget_cells"] if (c["family"], c["split"], c["budget"]) == ("oilca", "train", 20000)][0]
     assert (c["method"], c["seeds"], c["n"], c["mean"]) == ("oilca_b20000", [1, 2, 3], 3, 64.0)
     poi = summary["budget_probability_of_improvement"]
