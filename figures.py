@@ -1,4 +1,5 @@
-"""Fig. 4 and Fig. 5 of report.py, drawn from one env's seed scores (report.py reads the result JSON and builds them).
+"""Fig. 4, Fig. 5 and the budget figure of report.py, drawn from one env's seed scores (report.py reads the result
+JSON and builds them).
 
 Input: an `EnvResults` (scores: {(method, split): {seed: the run's mean episode return}}; splits: ((split, panel
 title), ...); sizes: {(method, split): the result's augmented_de_over_du}; name: method id → readable name; family:
@@ -11,6 +12,9 @@ seeds).
 - Fig. 5 (`fig5`): return against |augmented D_E| / |D_U| (log axis when every x > 0), one panel per split, one curve
   per family of FIG5_FAMILIES with two ratios or more (`fig5_curves`), DWBC as the shared no-augmentation point (open
   square), over the seeds every point of a curve has; BC-exp as a horizontal line.
+- The budget figure (`budget`): for results of runner --budgets, one row per split; left, return against the
+  training budget (log axis) per family with bootstrap bands; right, the paired gaps (report.BUDGET_GAPS: OILCA − DWBC,
+  OILCA − BC-exp) against the budget with their bands and a zero line. It draws report.budget_study's numbers.
 Each writes one PNG through contract.save_figure; matplotlib (Agg) is imported only when a figure is drawn.
 """
 
@@ -218,3 +222,53 @@ def fig5(data: EnvResults, path: str, n_resamples: int = stats.N_RESAMPLES) -> b
     contract.save_figure(path, fig)
     plt.close(fig)
     return True
+
+
+def budget(study: dict, splits: tuple, name: Callable[[str], str], path: str) -> dict:
+    """Write the budget figure of one env: one row of panels per split that has budget results; left, return against
+    the training budget (log x) per family, the mean over each budget's seeds with its bootstrap interval as a band;
+    right, the paired gaps X − Y against the budget with their intervals and a zero line. `study` is
+    report.budget_study's dict (its cells and gaps carry their intervals already). Returns {split: {"families": [...],
+    "gaps": [(x, y), ...]}}."""
+    rows = [(s, t) for s, t in splits if any(c["split"] == s for c in study["cells"])]
+    plt = _pyplot()
+    fig, axes = plt.subplots(len(rows), 2, figsize=(11.0, 3.8 * len(rows)), squeeze=False)
+    families = list(dict.fromkeys(c["family"] for c in study["cells"]))  # one colour per family in every row
+    drawn = {}
+
+    def curve(ax, entries, color, label):
+        entries = sorted(entries, key=lambda e: e["budget"])
+        xs = np.array([e["budget"] for e in entries], dtype=float)
+        means = np.array([e["mean"] for e in entries])
+        ax.plot(xs, means, "o-", color=color, lw=1.3, ms=4, label=label)
+        with_ci = [i for i, e in enumerate(entries) if e["ci"]]
+        if with_ci:
+            ax.fill_between(xs[with_ci], [entries[i]["ci"][0] for i in with_ci], [entries[i]["ci"][1] for i in with_ci],
+                            color=color, alpha=0.18, lw=0)
+
+    for (split, title), (left, right) in zip(rows, axes):
+        fams = [f for f in families if any(c["family"] == f and c["split"] == split for c in study["cells"])]
+        for f in fams:
+            cs = [c for c in study["cells"] if c["family"] == f and c["split"] == split]
+            seeds = max(c["n"] for c in cs)
+            curve(left, cs, f"C{families.index(f) % 10}", f"{name(f)} (up to {seeds} seeds)")
+        pairs = list(dict.fromkeys((e["x"], e["y"]) for e in study["gaps"] if e["split"] == split))
+        for k, (x, y) in enumerate(pairs):
+            curve(right, [e for e in study["gaps"] if e["split"] == split and (e["x"], e["y"]) == (x, y)],
+                  f"C{(len(families) + k) % 10}", f"{name(x)} − {name(y)} (paired by seed)")
+        right.axhline(0.0, color="k", lw=0.8)
+        budgets = sorted({c["budget"] for c in study["cells"] if c["split"] == split})
+        for ax, what in ((left, "return"), (right, "paired gap")):
+            ax.set_xscale("log")
+            ax.set_xticks(budgets, [f"{b:,}" for b in budgets], fontsize=8)  # the budgets themselves, no minor ticks
+            ax.minorticks_off()
+            ax.set_xlabel("training budget (policy gradient steps, log scale)")
+            ax.set_ylabel(f"{what}: mean over seeds\n(band: {stats.CI_LEVEL:.0%} bootstrap interval)", fontsize=9)
+            ax.set_title(f"{title}: {what}", fontsize=10)
+            if ax.get_legend_handles_labels()[0]:
+                ax.legend(fontsize=7, frameon=False)
+        drawn[split] = {"families": fams, "gaps": pairs}
+    fig.tight_layout()
+    contract.save_figure(path, fig)
+    plt.close(fig)
+    return drawn

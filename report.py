@@ -17,13 +17,20 @@ Outputs of `--results F`, written into F:
   bcnd_ca vs bcnd, every oilca_<x> vs oilca; more with --pairs), the paired gaps (oilca − dwbc, oilca − bc_exp,
   oilca_bc_all − bc_all, oilca_dwbc − dwbc, each control − oilca; more with --gaps) and CausalWorld's fractional success. Rows carry the
   method id and a readable name; method order: MAIN_METHODS, then CONTROLS, each followed by its `_r<ratio>` variants.
+  With budget results (runner --budgets: `<method>_b<steps>_s<seed>_<split>.json`, the method taking the file name's
+  `_b<steps>`, see budget_method) also the budget table: rows = budgets, columns = family × split, then the paired
+  gaps oilca − dwbc and oilca − bc_exp and P(oilca > dwbc) at each budget (BUDGET_GAPS, BUDGET_POI).
 - summary.json: cells (env, split, method, name, metric, n, seeds, mean, std, ci, normalised {mean, std, ci} or null),
-  probability_of_improvement (env, split, x, y, p, ci, n_x, n_y), gaps (env, split, x, y, seeds, n, mean, std, ci).
+  probability_of_improvement (env, split, x, y, p, ci, n_x, n_y), gaps (env, split, x, y, seeds, n, mean, std, ci);
+  with budget results also budget_cells (env, split, family, budget, method, seeds, n, mean, std, ci), budget_gaps
+  (env, split, budget, x, y, seeds, n, mean, std, ci), budget_probability_of_improvement (env, split, budget, x, y, p,
+  ci, n_x, n_y).
 - fig4.png and fig5.png, drawn by figures.py (its docstring describes them): Fig. 4, returns per method with each X
   beside X+CA; Fig. 5, return against |augmented D_E| / |D_U| per family with two ratios or more (no fig5.png when no
   family has two).
-  With several envs the figures are fig4_<env>.png and fig5_<env>.png, one per env (in the env id, every run of
-  characters other than letters and digits becomes `_`: fig4_dmc_walker_stand.png).
+  budget.png, only with budget results (figures.budget): return and the two gaps against the budget.
+  With several envs the figures are fig4_<env>.png, fig5_<env>.png and budget_<env>.png, one per env (in the env id,
+  every run of characters other than letters and digits becomes `_`: fig4_dmc_walker_stand.png).
 Outputs of `--aggregate F1 F2 ... --out A`: A/aggregate.md and A/aggregate.json (methods: iqm, iqm_ci, mean, mean_ci,
 runs, strata; probability_of_improvement: x, y, p, ci, strata; the strata used and those left out).
 
@@ -71,6 +78,10 @@ DISPLAY = {"bc_exp": "BC-exp", "bc_all": "BC-all", "oril": "ORIL", "oril_ca": "O
            "dwbc_expert_data": "DWBC + true expert rows",
            "reference_expert": "expert (reference)", "reference_random": "random (reference)"}
 RATIO = re.compile(r"^(?P<base>.+)_r(?P<ratio>\d+(?:\.\d*)?)$")  # `<method>_r<ratio>`: the same method at another ratio
+BUDGET = re.compile(r"^(?P<base>.+)_b(?P<steps>\d+)$")  # `<method>_b<steps>`: the policy after <steps> gradient steps
+BUDGET_FILE = re.compile(r"^(?P<head>.+)_b(?P<steps>\d+)_s(?P<seed>\d+)_(?P<split>.+)\.json$")  # runner --budgets
+BUDGET_GAPS = (("oilca", "dwbc"), ("oilca", "bc_exp"))  # the budget table's paired gaps, at each budget
+BUDGET_POI = (("oilca", "dwbc"),)  # and its P(X > Y)
 DEFAULT_PAIRS = (("oilca", "dwbc"), ("oril_ca", "oril"), ("bcnd_ca", "bcnd"))  # P(X > Y); + every oilca_<x> vs oilca
 DEFAULT_GAPS = (("oilca", "dwbc"), ("oilca", "bc_exp"), ("oilca_bc_all", "bc_all"), ("oilca_dwbc", "dwbc"),
                 ("oilca_copy", "oilca"), ("oilca_oracle", "oilca"), ("dwbc_expert_data", "oilca"),
@@ -128,22 +139,35 @@ def split_ratio(method: str):
     return (m["base"], m["ratio"]) if m and m["base"] in DISPLAY else (method, None)
 
 
+def split_budget(method: str):
+    """(base, steps or None): `dwbc_b20000` → ("dwbc", 20000), `oilca_r1.0_b5000` → ("oilca_r1.0", 5000); any base
+    counts (budget variants come from runner --budgets' result files, see budget_method); else (method, None)."""
+    m = BUDGET.match(method)
+    return (m["base"], int(m["steps"])) if m and not m["base"].startswith("reference_") else (method, None)
+
+
 def display(method: str) -> str:
-    """The readable name: DISPLAY's, `<name> (ratio r)` for a `_r<ratio>` variant, else the id itself."""
+    """The readable name: DISPLAY's, `<name> (ratio r)` for a `_r<ratio>` variant, `<name> (n steps)` for a
+    `_b<steps>` variant, else the id itself."""
+    base, steps = split_budget(method)
+    if steps is not None:
+        return f"{display(base)} ({steps:,} steps)"
     base, ratio = split_ratio(method)
     return f"{DISPLAY[base]} (ratio {ratio})" if ratio is not None else DISPLAY.get(method, method)
 
 
 def order_key(method: str):
-    """Table order: MAIN_METHODS, then CONTROLS (each family: the plain method, then its ratios ascending), then
-    other methods by name, then the references."""
-    base, ratio = split_ratio(method)
+    """Table order: MAIN_METHODS, then CONTROLS (each family: the plain method, then its ratios ascending, each
+    followed by its `_b<steps>` budgets ascending), then other methods by name (each before its budgets), then the
+    references."""
+    plain, steps = split_budget(method)
+    base, ratio = split_ratio(plain)
     families = MAIN_METHODS + CONTROLS
     if method.startswith("reference_"):
         return (2, 0, 0, 0.0, method)
     if base in families:
-        return (0, families.index(base), ratio is not None, float(ratio or 0), method)
-    return (1, 0, 0, 0.0, method)
+        return (0, families.index(base), ratio is not None, float(ratio or 0), plain, steps or 0)
+    return (1, 0, 0, 0.0, plain, steps or 0)
 
 
 def parse_pairs(flag: str, values) -> list:
@@ -158,8 +182,10 @@ def parse_pairs(flag: str, values) -> list:
 
 
 def method_pairs(methods, extra: list) -> list:
-    """DEFAULT_PAIRS, then every oilca_<x> vs oilca, then `extra`; only pairs whose two methods are in `methods`."""
-    pairs = list(DEFAULT_PAIRS) + [(m, "oilca") for m in sorted(methods, key=order_key) if m.startswith("oilca_")]
+    """DEFAULT_PAIRS, then every oilca_<x> vs oilca (budget variants aside: the budget table compares them), then
+    `extra`; only pairs whose two methods are in `methods`."""
+    pairs = list(DEFAULT_PAIRS) + [(m, "oilca") for m in sorted(methods, key=order_key)
+                                   if m.startswith("oilca_") and split_budget(m)[1] is None]
     pairs += [p for p in extra if p not in pairs]
     return [(x, y) for x, y in pairs if x in methods and y in methods]
 
@@ -191,10 +217,23 @@ def check_row(path: str, r: dict) -> None:
         raise ReportError(f"{path}: 'augmented_de_over_du' must be a finite number (or absent)")
 
 
+def budget_method(path: str, r: dict) -> str:
+    """The method id of a result: its JSON's `method`, with the file name's budget appended when the file is named
+    `[<prefix>]<method>_b<steps>_s<seed>_<split>.json` (runner --budgets: the policy saved after <steps> gradient
+    steps) with this result's method, seed and split and the JSON's method does not carry a budget itself:
+    `dwbc_b20000_s3_train.json` holding method dwbc → `dwbc_b20000` (as `_r<ratio>` variants are their own methods)."""
+    m = BUDGET_FILE.match(os.path.basename(path))
+    if (m is None or int(m["seed"]) != r["seed"] or m["split"] != r["split"] or split_budget(r["method"])[1] is not None
+            or not (m["head"] == r["method"] or m["head"].endswith("_" + r["method"]))):
+        return r["method"]
+    return f"{r['method']}_b{int(m['steps'])}"
+
+
 def load_results(folder: str, files: list = None) -> list:
     """The result rows of `folder` (JSON objects with method, seed, split, returns; other JSON such as timing.json
-    is skipped); their paths are appended to `files`. Raises ReportError on a missing folder, invalid JSON, a malformed
-    result, duplicates (same env, method, seed, split), no result."""
+    is skipped; a budget file's method gets its `_b<steps>`, see budget_method); their paths are appended to
+    `files`. Raises ReportError on a missing folder, invalid JSON, a malformed result, duplicates (same env, method,
+    seed, split), no result."""
     if not os.path.isdir(folder):
         raise ReportError(f"{folder}: no such folder")
     rows, seen = [], {}
@@ -214,6 +253,7 @@ def load_results(folder: str, files: list = None) -> list:
         if missing:
             raise ReportError(f"{path}: result JSON without {', '.join(missing)}")
         check_row(path, r)
+        r["method"] = budget_method(path, r)
         key = (r.get("env"), r["method"], r["seed"], r["split"])
         if key in seen:
             raise ReportError(f"{folder}: {os.path.basename(seen[key])} and {os.path.basename(path)} both hold "
@@ -308,6 +348,71 @@ def ratio_table(cells: dict, sizes: dict, splits: tuple, digits: int = 2) -> str
     return "\n".join(lines)
 
 
+def budget_study(scores: dict, splits: tuple, n_resamples: int) -> dict:
+    """The budget study of one env's seed scores: {"cells": [{split, family, budget, method, seeds, **cell}],
+    "gaps": [{split, budget, x, y, seeds, **cell of x − y}] for BUDGET_GAPS, "probability_of_improvement": [{split,
+    budget, x, y, p, ci, n_x, n_y}] for BUDGET_POI}; x and y are families, compared at the same budget (their
+    `_b<steps>` methods); seeds paired as in gap_entries. Empty lists when no `_b<steps>` method exists."""
+    at, method = defaultdict(dict), {}  # (family, split) -> {steps: {seed: score}}; (family, steps) -> method id
+    for (m, s), v in scores.items():
+        fam, steps = split_budget(m)
+        if steps is not None and s in dict(splits):
+            at[(fam, s)][steps], method[(fam, steps)] = v, m
+    out = {"cells": [], "gaps": [], "probability_of_improvement": []}
+    for split, _ in splits:
+        for fam in sorted({f for f, s in at if s == split}, key=order_key):
+            for steps, v in sorted(at[(fam, split)].items()):
+                out["cells"].append({"split": split, "family": fam, "budget": steps, "method": method[(fam, steps)],
+                                     "seeds": sorted(v), **stats.cell(list(v.values()), n_resamples)})
+        for x, y in BUDGET_GAPS:
+            for steps in sorted(set(at.get((x, split), {})) & set(at.get((y, split), {}))):
+                gap = stats.paired_gap(at[(x, split)][steps], at[(y, split)][steps], n_resamples)
+                if gap:
+                    out["gaps"].append({"split": split, "budget": steps, "x": x, "y": y, **gap})
+        for x, y in BUDGET_POI:
+            for steps in sorted(set(at.get((x, split), {})) & set(at.get((y, split), {}))):
+                xs, ys = list(at[(x, split)][steps].values()), list(at[(y, split)][steps].values())
+                p, ci = stats.probability_of_improvement([(xs, ys)], n_resamples)
+                out["probability_of_improvement"].append({"split": split, "budget": steps, "x": x, "y": y, "p": p,
+                                                          "ci": list(ci) if ci else None, "n_x": len(xs),
+                                                          "n_y": len(ys)})
+    return out
+
+
+def budget_table(study: dict, splits: tuple, digits: int = 2) -> str:
+    """Markdown of the budget study, or "" without one: rows = budgets (policy gradient steps), columns = family ×
+    split (`mean ± s [lo, hi] (seeds)`); then the gaps and P(X > Y) at each budget, columns = pair × split."""
+    if not study["cells"]:
+        return ""
+    titles = dict(splits)
+    cells = {(c["family"], c["split"], c["budget"]): c for c in study["cells"]}
+    fams = sorted({c["family"] for c in study["cells"]}, key=order_key)
+    columns = [(f, s) for f in fams for s, _ in splits if any(k[:2] == (f, s) for k in cells)]
+    budgets = sorted({c["budget"] for c in study["cells"]})
+    lines = ["| budget (steps) | " + " | ".join(f"{display(f)}, {titles[s]}" for f, s in columns) + " |",
+             "|---" * (len(columns) + 1) + "|"]
+    for b in budgets:
+        texts = [f"{stats.cell_text(c, digits)} ({c['n']})" if (c := cells.get((f, s, b))) else "—"
+                 for f, s in columns]
+        lines.append(f"| {b:,} | " + " | ".join(texts) + " |")
+    pairs = {}  # (kind, x, y, split) -> {budget: text}
+    for e in study["gaps"]:
+        pairs.setdefault(("gap", e["x"], e["y"], e["split"]), {})[e["budget"]] = \
+            f"{stats.cell_text(e, digits)} ({e['n']})"
+    for e in study["probability_of_improvement"]:
+        pairs.setdefault(("poi", e["x"], e["y"], e["split"]), {})[e["budget"]] = \
+            f"{e['p']:.2f}{stats.ci_text(e['ci'])} ({e['n_x']}, {e['n_y']})"
+    if pairs:
+        order = [("gap", x, y) for x, y in BUDGET_GAPS] + [("poi", x, y) for x, y in BUDGET_POI]
+        cols = [(k, x, y, s) for k, x, y in order for s, _ in splits if (k, x, y, s) in pairs]
+        head = [(f"{display(x)} − {display(y)}" if k == "gap" else f"P({display(x)} > {display(y)})")
+                + f", {titles[s]}" for k, x, y, s in cols]
+        lines += ["", "| budget (steps) | " + " | ".join(head) + " |", "|---" * (len(cols) + 1) + "|"]
+        for b in sorted({b for v in pairs.values() for b in v}):
+            lines.append(f"| {b:,} | " + " | ".join(pairs[c].get(b, "—") for c in cols) + " |")
+    return "\n".join(lines)
+
+
 def poi_entries(scores: dict, splits: tuple, extra: list, n_resamples: int) -> list:
     """P(X > Y) per split for method_pairs: [{split, x, y, p, ci, n_x, n_y}]."""
     methods = {m for m, _ in scores}
@@ -389,6 +494,15 @@ def env_report(rows: list, env: str, pairs: list, gaps: list, n_resamples: int):
                "|augmented D_E| / |D_U| as each result records it, one column per family and split; each cell over "
                "all of that run's seeds, in the same cell format, its seed count after it; the family's plain "
                "method is the row of its own ratio:\n\n" + amounts)
+    study = budget_study(scores, splits, n_resamples)
+    budgets = budget_table(study, splits)
+    if budgets:
+        md += ("\n\nReturn against the training budget (runner --budgets: each run trains once to the largest budget "
+               "and its policy is also saved and evaluated at every smaller one, so one seed's budgets share a run): "
+               "one row per budget in policy gradient steps, one column per family and split; each cell over the "
+               "seeds of that budget, in the same cell format, its seed count after it. Then, at each budget, the "
+               "paired gaps X − Y over the seeds both have (same cell format, the shared seeds' count after it) and "
+               "P(X > Y) as above (X's and Y's seed counts after it):\n\n" + budgets)
     success = per_seed(rows, "success")
     scells = {k: stats.cell(list(v.values()), n_resamples) for k, v in success.items()}
     if scells:
@@ -401,8 +515,11 @@ def env_report(rows: list, env: str, pairs: list, gaps: list, n_resamples: int):
             entries.append({"env": env, "split": s, "method": m, "name": display(m), "metric": metric,
                             "seeds": sorted((scores if metric == "return" else success)[(m, s)]), **c,
                             "normalised": {k: n[k] for k in ("mean", "std", "ci")} if n else None})
-    return md, {"cells": entries, "probability_of_improvement": [{"env": env, **e} for e in poi],
-                "gaps": [{"env": env, **e} for e in gap]}
+    part = {"cells": entries, "probability_of_improvement": [{"env": env, **e} for e in poi],
+            "gaps": [{"env": env, **e} for e in gap]}
+    if study["cells"]:  # only with budget results, so other folders' summary.json keeps its keys
+        part.update({f"budget_{k}": [{"env": env, **e} for e in v] for k, v in study.items()})
+    return md, part
 
 
 def report_markdown(groups: dict, pairs: list = (), gaps: list = (), n_resamples: int = stats.N_RESAMPLES):
@@ -414,10 +531,13 @@ def report_markdown(groups: dict, pairs: list = (), gaps: list = (), n_resamples
         md, part = env_report(rows, env, list(pairs), list(gaps), n_resamples)
         if len(groups) > 1:
             slug = env_slug(env)
-            figs = f"fig4_{slug}.png" + (f" and fig5_{slug}.png" if figures.fig5_curves(figure_input(rows)) else "")
-            md = f"## {env}\n\n{md}\n\nFigures of {env}: {figs}."
+            figs = [f"fig4_{slug}.png"] + ([f"fig5_{slug}.png"] if figures.fig5_curves(figure_input(rows)) else []) \
+                + ([f"budget_{slug}.png"] if "budget_cells" in part else [])
+            md = f"## {env}\n\n{md}\n\nFigures of {env}: {', '.join(figs[:-1]) + ' and ' if len(figs) > 1 else ''}" \
+                 f"{figs[-1]}."
         blocks.append(md)
         for k in part:
+            summary.setdefault(k, [])
             summary[k] += part[k]
     return "\n\n".join(blocks), summary
 
@@ -549,6 +669,12 @@ def figure_input(rows: list) -> figures.EnvResults:
                               family=lambda m: split_ratio(m)[0])
 
 
+def budget_of(summary: dict, env: str) -> dict:
+    """One env's budget study (budget_study's dict) back from summary.json's budget_* entries."""
+    return {k: [e for e in summary.get(f"budget_{k}", []) if e["env"] == env]
+            for k in ("cells", "gaps", "probability_of_improvement")}
+
+
 # ------------------------------------------------------------------------------------------------- main
 def main_aggregate(args: Args, pairs: list) -> str:
     files = []
@@ -576,8 +702,12 @@ def main(args: Args) -> str:
     groups = by_env(load_results(args.results, files))
     md, summary = report_markdown(groups, pairs, gaps, args.resamples)
     docs = prepare_docs(args.doc, args.results, md)  # every check before the first write
-    figs = {env: [os.path.join(args.results, f"fig{k}.png" if len(groups) == 1 else f"fig{k}_{env_slug(env)}.png")
-                  for k in (4, 5)] for env in groups}
+    figs = {env: [os.path.join(args.results, f"{k}.png" if len(groups) == 1 else f"{k}_{env_slug(env)}.png")
+                  for k in ("fig4", "fig5", "budget")] for env in groups}
+    studies = {env: budget_of(summary, env) for env in groups}
+    for env, study in studies.items():
+        if not study["cells"]:
+            figs[env].pop()  # no budget results: no budget figure
     outputs = [os.path.join(args.results, name) for name in ("table.md", "summary.json")]
     contract.check_paths({"--results": files}, files={"--results": outputs + [p for f in figs.values() for p in f],
                                                       "--doc": list(args.doc)})
@@ -591,6 +721,9 @@ def main(args: Args) -> str:
         written.append(os.path.basename(figs[env][0]))
         if figures.fig5(data, figs[env][1], args.resamples):
             written.append(os.path.basename(figs[env][1]))
+        if studies[env]["cells"]:
+            figures.budget(studies[env], data.splits, display, figs[env][2])
+            written.append(os.path.basename(figs[env][2]))
     for path, text in docs.items():
         contract.save_text(path, text)
     print(md)

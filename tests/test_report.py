@@ -293,6 +293,133 @@ def test_cli_help():
                                                                      "--gaps", "--resamples"))
 
 
+# ------------------------------------------------------------------------------------------------- budget study
+# runner --budgets: `<method>_b<steps>_s<seed>_<split>.json`, the JSON's method without the budget. Seed scores:
+# 5,000 steps (train): bc_exp 0, 3, 6; dwbc 8, 19, 27; oilca 10, 20, 30 (seeds 0-2)
+# 20,000 steps (train): bc_exp 4, 5, 6 and dwbc 30, 40, 50 (seeds 0-2); oilca 45, 47, 100 on seeds 1-3
+# heldout: every score 1 lower
+BUDGET_SCORES = {(5000, "bc_exp"): {0: 0.0, 1: 3.0, 2: 6.0}, (5000, "dwbc"): {0: 8.0, 1: 19.0, 2: 27.0},
+                 (5000, "oilca"): {0: 10.0, 1: 20.0, 2: 30.0}, (20000, "bc_exp"): {0: 4.0, 1: 5.0, 2: 6.0},
+                 (20000, "dwbc"): {0: 30.0, 1: 40.0, 2: 50.0}, (20000, "oilca"): {1: 45.0, 2: 47.0, 3: 100.0}}
+
+
+def budget_rows(env="toy"):
+    """(file name, row) of the budget study above."""
+    out = []
+    for (steps, method), per in BUDGET_SCORES.items():
+        for seed, score in per.items():
+            for split, shift in (("train", 0.0), ("heldout", -1.0)):
+                prefix = "" if env == "toy" else report.env_slug(env) + "_"
+                out.append((f"{prefix}{method}_b{steps}_s{seed}_{split}.json",
+                            result(method, seed, split, score + shift, env=env, train_args={"total_steps": 20000})))
+    return out
+
+
+def write_budget(folder, named):
+    os.makedirs(folder, exist_ok=True)
+    for name, r in named:
+        with open(os.path.join(folder, name), "w") as f:
+            json.dump(r, f)
+    return str(folder)
+
+
+def test_budget_and_method_come_from_the_file_name():
+    r = result("dwbc", 3, "train", 1.0)
+    assert report.budget_method("results/toy/dwbc_b20000_s3_train.json", r) == "dwbc_b20000"
+    assert report.budget_method("x/dmc_walker_stand_dwbc_b020000_s3_train.json", r) == "dwbc_b20000"  # env prefix
+    assert report.budget_method("x/dwbc_s3_train.json", r) == "dwbc"  # no budget
+    assert report.budget_method("x/dwbc_b20000_s4_train.json", r) == "dwbc"  # another seed: not this result's name
+    assert report.budget_method("x/dwbc_b20000_s3_heldout.json", r) == "dwbc"  # another split
+    assert report.budget_method("x/bc_exp_b20000_s3_train.json", r) == "dwbc"  # another method
+    assert report.budget_method("x/oilca_dwbc_b5000_s3_train.json", r | {"method": "oilca_dwbc"}) == "oilca_dwbc_b5000"
+    assert report.budget_method("x/dwbc_b5000_s3_train.json", r | {"method": "dwbc_b5000"}) == "dwbc_b5000"  # carried
+    assert report.split_budget("oilca_r1.0_b5000") == ("oilca_r1.0", 5000) and report.split_budget("oilca_bc_all") \
+        == ("oilca_bc_all", None)
+    assert report.display("dwbc_b20000") == "DWBC (20,000 steps)"
+    assert report.display("oilca_r1.0_b5000") == "OILCA (ratio 1.0) (5,000 steps)"
+    names = ["oilca_b20000", "dwbc_b5000", "oilca", "dwbc", "oilca_b5000", "oilca_r1.0", "zzz_b20000", "zzz_b5000",
+             "zzz", "dwbc_b20000"]
+    assert sorted(names, key=report.order_key) == ["dwbc", "dwbc_b5000", "dwbc_b20000", "oilca", "oilca_b5000",
+                                                   "oilca_b20000", "oilca_r1.0", "zzz", "zzz_b5000", "zzz_b20000"]
+
+
+def test_budget_table_cells_and_gaps_paired_by_seed(tmp_path):
+    folder = write_budget(tmp_path / "results", budget_rows())
+    rows = report.load_results(folder)  # two budgets of one method are two methods, not duplicates
+    assert {r["method"] for r in rows} == {f"{m}_b{b}" for b, m in BUDGET_SCORES}
+    md, summary = report.report_markdown(report.by_env(rows), n_resamples=2000)
+    lines = md.splitlines()
+    head = "| budget (steps) | BC-exp, in-distribution (training c) | BC-exp, out-of-distribution (held-out c) | "
+    i = next(k for k, l in enumerate(lines) if l.startswith(head))
+    assert lines[i] == head + ("DWBC, in-distribution (training c) | DWBC, out-of-distribution (held-out c) | "
+                               "OILCA, in-distribution (training c) | OILCA, out-of-distribution (held-out c) |")
+    cells = [c.strip() for c in lines[i + 2].split("|")[1:-1]]
+    assert cells[0] == "5,000" and cells[1].startswith("3.00 ± 3.00 [") and cells[1].endswith("(3)")
+    assert cells[2].startswith("2.00 ± 3.00 [") and cells[3].startswith("18.00 ± 9.54 [")  # heldout: 1 lower
+    assert cells[5].startswith("20.00 ± 10.00 [")
+    cells = [c.strip() for c in lines[i + 3].split("|")[1:-1]]
+    assert cells[0] == "20,000" and cells[3].startswith("40.00 ± 10.00 [") and cells[5].startswith("64.00 ± ")
+    # gaps at each budget, over the seeds both have: 5,000: OILCA − DWBC = 2, 1, 3 (mean 2, s 1; unpaired seeds
+    # would not give s = 1); 20,000: OILCA has seeds 1-3, DWBC 0-2 → seeds 1, 2: 45 − 40, 47 − 50 = 5, −3
+    j = next(k for k, l in enumerate(lines) if l.startswith("| budget (steps) | OILCA − DWBC, in-distribution"))
+    assert lines[j] == ("| budget (steps) | OILCA − DWBC, in-distribution (training c) | OILCA − DWBC, "
+                        "out-of-distribution (held-out c) | OILCA − BC-exp, in-distribution (training c) | "
+                        "OILCA − BC-exp, out-of-distribution (held-out c) | P(OILCA > DWBC), in-distribution "
+                        "(training c) | P(OILCA > DWBC), out-of-distribution (held-out c) |")
+    five = [c.strip() for c in lines[j + 2].split("|")[1:-1]]
+    assert five[0] == "5,000" and five[1].startswith("2.00 ± 1.00 [") and five[1].endswith("(3)")
+    assert five[3].startswith("17.00 ± 7.00 [")  # 10, 17, 24
+    assert five[5].startswith("0.67 [") and five[5].endswith("(3, 3)")  # 6 of the 9 (OILCA, DWBC) seed pairs
+    twenty = [c.strip() for c in lines[j + 3].split("|")[1:-1]]
+    assert twenty[1] == "1.00 ± 5.66 [-3.00, 5.00] (2)" and twenty[2] == twenty[1]  # n = 2: [min, max]
+    assert twenty[3] == "40.50 ± 0.71 [40.00, 41.00] (2)"  # 45 − 5, 47 − 6
+    gaps = {(e["split"], e["budget"], e["y"]): e for e in summary["budget_gaps"]}
+    assert gaps[("train", 20000, "dwbc")]["seeds"] == [1, 2] and gaps[("train", 20000, "dwbc")]["mean"] == 1.0
+    assert gaps[("train", 20000, "dwbc")]["std"] == pytest.approx(math.sqrt(32))
+    assert gaps[("heldout", 5000, "bc_exp")]["mean"] == pytest.approx(17.0)
+    assert gaps[("train", 5000, "dwbc")]["env"] == "toy"
+    c = [c for c in summary["budget_cells"] if (c["family"], c["split"], c["budget"]) == ("oilca", "train", 20000)][0]
+    assert (c["method"], c["seeds"], c["n"], c["mean"]) == ("oilca_b20000", [1, 2, 3], 3, 64.0)
+    poi = summary["budget_probability_of_improvement"]
+    assert [(e["split"], e["budget"], e["p"]) for e in poi] == [("train", 5000, pytest.approx(6 / 9)),
+                                                               ("train", 20000, pytest.approx(7 / 9)),
+                                                               ("heldout", 5000, pytest.approx(6 / 9)),
+                                                               ("heldout", 20000, pytest.approx(7 / 9))]
+    # the budget variants are rows of the returns table but not automatic P(X > Y) pairs against OILCA
+    assert any(l.startswith("| dwbc_b20000 | DWBC (20,000 steps) | 40.00 ± 10.00 [") for l in lines)
+    assert " vs oilca |" not in md and "oilca_b5000 vs" not in md
+
+
+def test_no_budget_results_no_budget_table_keys_or_figure(tmp_path):
+    md, summary = report.report_markdown(report.by_env(toy_rows()), n_resamples=200)
+    assert "budget (steps)" not in md and not [k for k in summary if k.startswith("budget")]
+    folder = write(tmp_path / "results", toy_rows())
+    report.main(report.Args(results=folder, resamples=200))
+    assert not [n for n in os.listdir(folder) if n.startswith("budget")]
+
+
+def test_main_writes_the_budget_figure_per_env(tmp_path, capsys):
+    folder = write(tmp_path / "results", toy_rows() + walker_rows())  # plain results beside the budget ones
+    write_budget(folder, budget_rows())
+    md = report.main(report.Args(results=folder, resamples=300))
+    assert "Figures of toy: fig4_toy.png, fig5_toy.png and budget_toy.png." in md
+    assert "Figures of dmc:walker-stand: fig4_dmc_walker_stand.png." in md
+    with open(os.path.join(folder, "budget_toy.png"), "rb") as f:
+        assert f.read(8) == PNG
+    assert not os.path.exists(os.path.join(folder, "budget_dmc_walker_stand.png"))
+    summary = json.load(open(os.path.join(folder, "summary.json")))
+    assert {e["env"] for e in summary["budget_cells"]} == {"toy"} and len(summary["budget_cells"]) == 12
+    assert "budget_toy.png" in capsys.readouterr().out
+    # one env: budget.png; the figure's rows and curves
+    one = write_budget(tmp_path / "one", budget_rows())
+    report.main(report.Args(results=one, resamples=300))
+    assert open(os.path.join(one, "budget.png"), "rb").read(8) == PNG
+    study = report.budget_of(json.load(open(os.path.join(one, "summary.json"))), "toy")
+    drawn = report.figures.budget(study, report.ALL_SPLITS[:2], report.display, str(tmp_path / "b.png"))
+    assert drawn == {s: {"families": ["bc_exp", "dwbc", "oilca"], "gaps": [("oilca", "dwbc"), ("oilca", "bc_exp")]}
+                     for s in ("train", "heldout")}
+
+
 # ------------------------------------------------------------------------------------------------- return_hist.py
 def test_return_hist_legend_is_in_numeric_order():
     sys.path.insert(0, os.path.join(ROOT, "scripts"))
