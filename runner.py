@@ -82,7 +82,21 @@ VARIANTS = {
 }
 METHODS = ("bc_exp", "bc_all", "dwbc", "oilca") + BASELINES + tuple(m for m in VARIANTS if m != "oilca")
 SELECT_CANDIDATES = ("bc_exp", "bc_all", "dwbc")  # the samplers select_sampler.py chooses among
-SAC_SNAPSHOTS = (10_000, 30_000, 60_000, 100_000, 200_000)  # train_behavior.py's default --snapshot-steps
+SAC_SNAPSHOTS = (10_000, 30_000, 60_000, 100_000, 200_000)
+# The paper's Table 5: episodes collected and episodes in D_E per task (the toy's Appendix C.1 recipe is toy:paper)
+TABLE5 = {
+    "dmc": {"cartpole-swingup": (40, 2), "cheetah-run": (300, 3), "finger-turn_hard": (500, 9), "fish-swim": (200, 1),
+            "humanoid-run": (3000, 53), "manipulator-insert_ball": (1500, 30), "manipulator-insert_peg": (1500, 23),
+            "walker-stand": (200, 4), "walker-walk": (200, 6)},
+    "cw": {"reaching": (600, 12), "pushing": (600, 13), "picking": (600, 15), "pick_and_place": (600, 12),
+           "stacking2": (600, 11), "towers": (600, 13), "stacked_blocks": (600, 13), "creative_stacked_blocks": (600, 14),
+           "general": (600, 12)},
+}
+# --protocol paper: the authors' training settings (200 epochs x 1,000 steps, batch 512, the DWBC discriminator every
+# 100 policy steps), ratio 1.0 as behind Table 1, 5 seeds, 100 evaluation episodes per split; Table 5's data sizes
+PAPER = dict(seeds=(0, 1, 2, 3, 4), steps=200_000, episodes=100, ratio=1.0,
+             script_flags={"train_dwbc.py": ("--batch-size", 512, "--d-update-every", 100),
+                           "train_bc.py": ("--batch-size", 512)})  # train_behavior.py's default --snapshot-steps
 PRESETS = {  # per benchmark: the defaults of every Args field left as None, and fixed flags
     "toy": dict(methods=METHODS[:4], seeds=(0, 1, 2, 3, 4), steps=5000, episodes=100, ivae_steps=10000,
                 fig5_ratios=(0.1, 1.0), fig5_seeds=(0, 1), splits=("train", "heldout"), eval_flags=(), ivae_flags=()),
@@ -112,8 +126,12 @@ class Args:
     """final evaluation episodes per split (toy 100, dmc 30, cw 10)"""
     ivae_steps: Optional[int] = None
     """iVAE steps (toy/dmc 10000, cw 5000)"""
-    ratio: float = 0.5
-    """|augmented D_E| / |D_U| of OILCA and the +CA baselines"""
+    protocol: Literal["cpu", "paper"] = "cpu"
+    """cpu: the CPU-sized defaults below; paper: the paper's protocol (Table 5's episodes and D_E per task, ratio 1.0,
+    200k policy steps with batch 512 and the DWBC discriminator every 100 steps, 5 seeds, 100 evaluation episodes;
+    the toy's is --benchmark toy:paper), written to <slug>_paper; any flag given still wins (docs/runner.md)"""
+    ratio: Optional[float] = None
+    """|augmented D_E| / |D_U| of OILCA and the +CA baselines (cpu 0.5, paper 1.0)"""
     budgets: Tuple[int, ...] = ()
     """budget study: train every BC/DWBC/OILCA method once to the largest of these policy steps, saving its policy at
     the others (--checkpoints), and evaluate each: results <method>_b<steps>_s<seed>_<split>.json. The samplers of
@@ -192,11 +210,23 @@ def resolve(args: Args) -> Tuple[Args, dict]:
         backend, task = envs.parse_env_id(args.benchmark)
     except ValueError as e:
         raise SystemExit(f"error: --benchmark: {e}")
+    args.tag = args.tag or ("paper" if args.protocol == "paper" else "")
     base = backend + ("_" + task if task else "")
     if args.tag and not all(ch.isalnum() or ch in "-." for ch in args.tag):
         raise SystemExit(f"error: --tag: '{args.tag}' must be letters, digits, '-' or '.'")
     slug = base + (f"_{args.tag}" if args.tag else "") + (f"_d{args.data_seed}" if args.data_seed else "")
-    preset = dict(PRESETS[backend], kind=backend, task=task, slug=slug, base_slug=base)
+    preset = dict(PRESETS[backend], kind=backend, task=task, slug=slug, base_slug=base, ratio=0.5, script_flags={})
+    if args.protocol == "paper":
+        if backend == "toy" and task != "paper":
+            raise SystemExit("error: --protocol paper: the paper's toy is --benchmark toy:paper")
+        preset.update(PAPER)
+        if backend in TABLE5:
+            if task not in TABLE5[backend]:
+                raise SystemExit(f"error: --protocol paper: Table 5 has no size for {args.benchmark}")
+            episodes, n_expert = TABLE5[backend][task]
+            preset["data_episodes"] = episodes
+            if "--expert-episodes" not in args.collect_flags:
+                args.collect_flags = f"--expert-episodes {n_expert} {args.collect_flags}".strip()
     for key, value in preset.items():
         if getattr(args, key, 0) is None:
             setattr(args, key, value)
@@ -290,7 +320,7 @@ def build(args: Args, p: dict) -> List[Job]:
             [data], [ivae, path(runs, "ivae", "metrics.json")], gpus=args.gpus)
 
     def train(name, stage, seed, script, dataset, *flags, method=None, evals=True, budget=False):
-        steps, checkpoints, label = args.steps, [], name[:name.rindex("_s")]
+        steps, checkpoints, label = args.steps, [], name.rsplit("_s", 1)[0]
         if budget and args.budgets:  # the budget study: one run to the largest budget, the others saved on the way
             steps, checkpoints = max(args.budgets), sorted(b for b in args.budgets if b != max(args.budgets))
             name, stage = f"{label}_b{steps}_s{seed}", "budgets"
@@ -301,7 +331,9 @@ def build(args: Args, p: dict) -> List[Job]:
         argv += ["--final-eval-episodes", args.episodes, "--final-eval", result, *p["eval_flags"]] if evals else \
             ["--eval-every", 0, "--eval-episodes", 0]
         argv += (["--act-eps", args.act_eps] if args.act_eps is not None and script != "train_bcnd.py" else [])
-        argv += threads
+        argv += threads + list(p["script_flags"].get(script, ()))
+        if cuda and script in ("train_bc.py", "train_dwbc.py") and "--adaptive-eta" not in flags:
+            argv += ["--cuda-graph"]  # the same steps, replayed as CUDA graphs (about 6x faster on an H100)
         outputs = [result.replace("{split}", sp) for sp in p["splits"]] if evals else []
         saved = [os.path.join(out, f"policy_step{b}.pt") for b in checkpoints]
         add(name, stage, argv + [*shlex.split(args.train_flags), *cuda], [dataset],

@@ -295,3 +295,20 @@ def test_a_tag_keeps_a_variant_apart_and_shares_the_sac_run(two_cores):
     assert "results/dmc_cartpole-swingup_t5/bc_exp_s0_{split}.json" in dmc["bc_exp_s0"]
     with pytest.raises(SystemExit, match="--tag"):
         runner.resolve(runner.Args(tag="a/b"))
+
+
+def test_paper_protocol_uses_table5_sizes_and_the_authors_training_settings(two_cores):
+    dmc = commands(benchmark="dmc:cheetah-run", protocol="paper", methods=("bc_exp", "dwbc", "oilca"))
+    assert "--out data/dmc_cheetah-run_paper.npz" in dmc["collect"]
+    assert "--dmc.episodes 300 --expert-episodes 3 --force" in dmc["collect"]
+    assert "--total-steps 200000" in dmc["dwbc_s4"] and dmc["dwbc_s4"].endswith("--batch-size 512 --d-update-every 100")
+    assert dmc["bc_exp_s0"].endswith("--batch-size 512") and "--final-eval-episodes 100" in dmc["oilca_s2"]
+    assert "--ratio 1.0" in dmc["augment_r1.0_s3"] and "dwbc_s5" not in dmc
+    cw = commands(benchmark="cw:picking", protocol="paper", methods=("dwbc",), collect_flags="--cw.episodes 600")
+    assert "--expert-episodes 15 --cw.episodes 600" in cw["collect"] and "--split A B --episodes 100" in cw["reference_expert"]
+    with pytest.raises(SystemExit, match="toy:paper"):
+        runner.resolve(runner.Args(protocol="paper"))
+    with pytest.raises(SystemExit, match="Table 5"):
+        runner.resolve(runner.Args(benchmark="dmc:hopper-hop", protocol="paper"))
+    gpu = commands(benchmark="dmc:cartpole-swingup", protocol="paper", methods=("bc_exp", "oilca_authors"), gpus=1.0)
+    assert gpu["bc_exp_s0"].endswith("--cuda-graph --cuda") and "--cuda-graph" not in gpu["oilca_authors_s0"]
