@@ -118,3 +118,24 @@ def test_expert_episodes_sets_the_size_of_d_e(tmp_path):
                "10", "--expert-episodes", "5", ok=False)
     assert one_line_error(proc, "--expert-episodes"), proc.stderr
     assert not (tmp_path / "e.npz").exists()
+
+
+def test_evaluate_budgets_scores_every_saved_policy(tiny_dataset, tmp_path):
+    """scripts/evaluate_budgets.sh (the GPU budget study's CPU half) names results as the runner's --budgets does."""
+    import subprocess
+    import sys
+    from conftest import ROOT
+    runs, res = tmp_path / "runs", tmp_path / "results"
+    train_bc.main(train_bc.Args(dataset=tiny_dataset, seed=2, total_steps=30, checkpoints=(10,), out_dir=str(runs / "bc_exp_b30_s2"),
+                                **TINY))
+    proc = subprocess.run(["bash", "scripts/evaluate_budgets.sh", str(runs), str(res), "2", "train heldout"], cwd=ROOT,
+                          capture_output=True, text=True, env={**__import__("os").environ, "PY": sys.executable})
+    assert proc.returncode == 0, proc.stderr
+    for b, step in ((30, None), (10, 10)):
+        for split in ("train", "heldout"):
+            with open(res / f"bc_exp_b{b}_s2_{split}.json") as f:
+                r = json.load(f)
+            assert r.get("policy_step") == step and r["seed"] == 2 and r["episodes"] == 2
+    again = subprocess.run(["bash", "scripts/evaluate_budgets.sh", str(runs), str(res), "2", "train heldout"], cwd=ROOT,
+                           capture_output=True, text=True, env={**__import__("os").environ, "PY": sys.executable})
+    assert again.returncode == 0 and again.stdout == ""  # finished results are kept
