@@ -15,7 +15,7 @@ Layout under --root (default: the current directory): data/<slug>.npz, data/<slu
 runs/<slug>/<job>/ (checkpoints), runs/<slug>/logs/<job>.log (stdout + stderr of each job), runs/<slug>/jobs.log
 (every command run, with a timestamp), runs/<slug>/.jobs/<job>.json (records),
 results/<slug>/<method>_s<seed>_<split>.json, results/<slug>/{table.md,fig4.png,fig5.png,timing.json};
-slug = toy, dmc_<task> or cw_<task>.
+slug = toy, toy_paper (--benchmark toy:paper), dmc_<task> or cw_<task>.
 
 Skip rule: after a job succeeds its record stores its argv, a digest of its code (the stage script and every repo
 module it imports) and the sha256 of each input and output file (with size and mtime, so an unchanged file is not
@@ -108,12 +108,18 @@ PRESETS = {  # per benchmark: the defaults of every Args field left as None, and
                eval_flags=("--eval-every", "0", "--eval-episodes", "1"), ivae_flags=("--restarts", "2", "--no-compare"),
                env={"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}),
 }
+# toy:<name>: the toy backend with another data recipe, its own slug toy_<name> (docs/toy.md, "The paper toy").
+# toy:paper follows the paper's appendix: 500-step episodes, u's displacement comparable to the control step,
+# 3 × 333 episodes, about 75 of them in D_E (top 20% positives, each w.p. 0.375)
+PRESETS["toy:paper"] = dict(PRESETS["toy"], fig5_ratios=(), fig5_seeds=(), collect=(
+    "--toy.episodes-per-class", "333", "--toy.env.episode-len", "500", "--toy.env.noise-scale", "0.04",
+    "--toy.env.alpha", "0.25", "--toy.env.sigma2-low", "1.0", "--toy.env.sigma2-high", "4.0", "--expert-prob", "0.375"))
 
 
 @dataclass
 class Args:
     benchmark: str = "toy"
-    """toy, dmc:<domain>-<task> or cw:<task>"""
+    """toy, toy:paper (the paper's toy recipe, slug toy_paper), dmc:<domain>-<task> or cw:<task>"""
     methods: Optional[Tuple[str, ...]] = None
     """methods to run; groups: `baselines` = oril bcnd lobsdice oril_ca bcnd_ca, `samplers` = oilca_bc_all oilca_dwbc
     oilca_oracle oilca_selected, `controls` = oilca_oracle dwbc_expert_data oilca_authors oilca_copy; toy: bc_exp
@@ -207,15 +213,18 @@ def resolve(args: Args) -> Tuple[Args, dict]:
     (a copy of args, preset)."""
     args = dataclasses.replace(args)
     try:
-        backend, task = envs.parse_env_id(args.benchmark)
+        backend, task = ("toy", args.benchmark[4:]) if args.benchmark.startswith("toy:") and args.benchmark in PRESETS \
+            else envs.parse_env_id(args.benchmark)
     except ValueError as e:
-        raise SystemExit(f"error: --benchmark: {e}")
-    args.tag = args.tag or ("paper" if args.protocol == "paper" else "")
+        toys = " ".join(k for k in PRESETS if k.startswith("toy:"))
+        raise SystemExit(f"error: --benchmark: {e} (or a toy preset: {toys})")
     base = backend + ("_" + task if task else "")
+    if args.protocol == "paper" and not args.tag:  # its own files (toy:paper's CPU runs already use toy_paper)
+        args.tag = "protocol" if base.endswith("_paper") else "paper"
     if args.tag and not all(ch.isalnum() or ch in "-." for ch in args.tag):
         raise SystemExit(f"error: --tag: '{args.tag}' must be letters, digits, '-' or '.'")
     slug = base + (f"_{args.tag}" if args.tag else "") + (f"_d{args.data_seed}" if args.data_seed else "")
-    preset = dict(PRESETS[backend], kind=backend, task=task, slug=slug, base_slug=base, ratio=0.5, script_flags={})
+    preset = dict(PRESETS.get(args.benchmark, PRESETS[backend]), kind=backend, task=task, slug=slug, base_slug=base, ratio=0.5, script_flags={})
     if args.protocol == "paper":
         if backend == "toy" and task != "paper":
             raise SystemExit("error: --protocol paper: the paper's toy is --benchmark toy:paper")
@@ -283,7 +292,8 @@ def build(args: Args, p: dict) -> List[Job]:
         jobs.append(Job(name, stage, list(map(str, argv)), list(inputs), list(outputs), gpus=gpus,
                         log=path(home, "logs", name + ".log"), record=path(home, ".jobs", name + ".json")))
 
-    collect = ["collect_data.py", "--env", args.benchmark, "--out", data, "--seed", args.data_seed]
+    collect = ["collect_data.py", "--env", p["kind"] if p["kind"] == "toy" else args.benchmark, "--out", data,
+               "--seed", args.data_seed]
     snapshots = []
     if p["kind"] == "dmc":
         sac_home = os.path.join("runs", p["base_slug"])  # one behaviour run per task, whatever the tag or data seed
@@ -296,6 +306,8 @@ def build(args: Args, p: dict) -> List[Job]:
         collect += ["--dmc.snapshots", *snapshots, "--dmc.episodes", args.data_episodes]
     elif p["kind"] == "cw":
         collect += ["--cw.episodes", args.data_episodes]
+    elif p["kind"] == "toy":
+        collect += list(p.get("collect", ()))  # a toy preset's recipe (toy:paper); --collect-flags come after it
     add("collect", "collect", collect + [*shlex.split(args.collect_flags), "--force"], snapshots, [data])
     if p["kind"] != "toy":
         add("returns_hist", "collect", ["scripts/return_hist.py", "--dataset", data, "--out",

@@ -312,3 +312,29 @@ def test_paper_protocol_uses_table5_sizes_and_the_authors_training_settings(two_
         runner.resolve(runner.Args(benchmark="dmc:hopper-hop", protocol="paper"))
     gpu = commands(benchmark="dmc:cartpole-swingup", protocol="paper", methods=("bc_exp", "oilca_authors"), gpus=1.0)
     assert gpu["bc_exp_s0"].endswith("--cuda-graph --cuda") and "--cuda-graph" not in gpu["oilca_authors_s0"]
+
+
+def test_toy_paper_preset_is_its_own_benchmark(two_cores):
+    cmds = commands(benchmark="toy:paper")
+    flags = " ".join(runner.PRESETS["toy:paper"]["collect"])
+    assert cmds["collect"] == f"collect_data.py --env toy --out data/toy_paper.npz --seed 0 {flags} --force"
+    assert "--toy.env.episode-len 500" in flags and "--expert-prob 0.375" in flags
+    assert cmds["ivae"].startswith("train_ivae.py --dataset data/toy_paper.npz --out-dir runs/toy_paper/ivae ")
+    assert cmds["oilca_s4"] == ("train_dwbc.py --dataset data/toy_paper_aug_r0.5_s4.npz --seed 4 --total-steps 5000 "
+                                "--out-dir runs/toy_paper/oilca_s4 --final-eval-episodes 100 --final-eval "
+                                "'results/toy_paper/oilca_s4_{split}.json' --threads 1")
+    assert cmds["report"] == "report.py --results results/toy_paper"
+    assert len(cmds) == 1 + 1 + 10 + 5 + 10 + 2 + 1  # collect ivae bc augment dwbc/oilca references report; no Fig. 5
+    # --collect-flags come after the preset's (the last one wins); another data seed gets its own slug
+    assert commands(benchmark="toy:paper", collect_flags="--toy.env.episode-len 100")["collect"].endswith(
+        f"{flags} --toy.env.episode-len 100 --force")
+    assert commands(benchmark="toy:paper", data_seed=1)["collect"].startswith(
+        "collect_data.py --env toy --out data/toy_paper_d1.npz --seed 1 ")
+    # the fast toy is unchanged beside it
+    assert commands()["collect"] == "collect_data.py --env toy --out data/toy.npz --seed 0 --force"
+
+
+@pytest.mark.parametrize("benchmark", ["toy:nope", "dmc"])
+def test_unknown_toy_preset_is_one_line_error(benchmark):
+    with pytest.raises(SystemExit, match="--benchmark"):
+        runner.resolve(runner.Args(benchmark=benchmark))

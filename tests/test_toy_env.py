@@ -123,3 +123,43 @@ def test_expert_beats_a_controller_that_ignores_the_twist():
     naive = lambda s: np.clip((env.target - s) / env.config.step_size, -1, 1)  # noqa: E731
     random = lambda s: np.random.default_rng(1).uniform(-1, 1, s.shape)  # noqa: E731
     assert run(env.expert_action) > run(naive) + 5 > run(random) + 10
+
+
+def paper_toy():
+    """The recipe of runner.py's toy:paper preset, parsed as collect_data.py parses it."""
+    import tyro
+
+    import collect_data
+    import runner
+
+    return tyro.cli(collect_data.Args, args=list(runner.PRESETS["toy:paper"]["collect"]))
+
+
+def u_effect(env, n=4000, seed=0):
+    """(median ‖scale·m(u; s, a)‖, median ‖scale·(m(u) - m(u'))‖ for two draws of the same class), in steps."""
+    rng = np.random.default_rng(seed)
+    s, a, c = env.sample_start(n, rng), rng.uniform(-1, 1, size=(n, 2)), rng.integers(0, env.n_classes, n)
+    d1, d2 = (env.config.noise_scale * env.mixing(s, a, env.sample_u(c, rng)) for _ in range(2))
+    step = env.config.step_size
+    return np.median(np.linalg.norm(d1, axis=1)) / step, np.median(np.linalg.norm(d1 - d2, axis=1)) / step
+
+
+def test_paper_toy_preset_is_invertible_long_and_u_moves_as_much_as_the_control():
+    args = paper_toy()
+    cfg = args.toy
+    env = ToyCausalNav(cfg.n_classes + cfg.heldout_classes, cfg.env)
+    assert cfg.env.episode_len == 500 and cfg.n_classes == 3 and cfg.n_classes * cfg.episodes_per_class == 999
+    assert 74 <= args.positive_frac * 999 * args.expert_prob <= 76  # about 75 D_E episodes expected (Appendix C.1)
+    s, a, u = batch(env)
+    np.testing.assert_allclose(env.invert_u(s, a, env.transition(s, a, u)), u, atol=1e-6)
+    total, spread = u_effect(env)
+    assert total > 0.7 and spread > 0.5  # u's displacement is comparable to a unit action's step
+    assert u_effect(ToyCausalNav(4))[1] < 0.4  # the fast toy's u moves s' by a fraction of a step
+    # the goal-seeking expert still holds the target against u in every class, the held-out one included
+    rng = np.random.default_rng(0)
+    for c in range(env.n_classes):
+        s, dist = env.sample_start(20, rng), []
+        for _ in range(cfg.env.episode_len):
+            s = env.transition(s, env.expert_action(s), env.sample_u(np.full(20, c), rng))
+            dist.append(-env.reward(s))
+        assert np.mean(dist[100:]) < 0.2, c
