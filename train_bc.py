@@ -17,7 +17,11 @@ Seeds side by side: `--seeds 0 1 2 3 4` trains one independent replica per seed 
 stacked into one batched network (policy.stack_replicas). Replica k is initialised as `--seed k` alone is, draws its
 minibatches from its own default_rng(k) with the same calls, and has its own slice of the Adam moments, so it
 follows the single run up to float rounding; it writes the files of that run to `--out-dir` and `--final-eval`
-with `{seed}` replaced by k. One seed (the default) runs the plain loop below, unchanged.
+with `{seed}` replaced by k. One seed (the default) runs the same loop on the plain actor, exactly as before seeds
+could share a process.
+
+Budgets and GPUs: `--checkpoints 5000 20000` also saves the policy at those steps (`policy_step<N>.pt`: the N-step
+run's policy, bit for bit on a CPU); `--cuda --cuda-graph` replays each step as a CUDA graph (policy.GraphedStep).
 """
 
 import copy

@@ -25,7 +25,12 @@ the R discriminators each stacked into one batched network (policy.stack_replica
 `--seed k` alone is (torch.manual_seed(k), then its actor and discriminator), draws its minibatches from its own
 default_rng(k) with the same calls, and has its own slice of the Adam moments (and its own η with --adaptive-eta),
 so it follows the single run up to float rounding; it writes the files of that run to `--out-dir` and
-`--final-eval` with `{seed}` replaced by k. One seed (the default) runs the plain loop below, unchanged.
+`--final-eval` with `{seed}` replaced by k. One seed (the default) runs the same loop on the plain networks, exactly
+as before seeds could share a process. `{seed}` in `--dataset` gives each replica its own dataset (OILCA's
+per-seed augmentations); replica k then follows the run with `--seed k` on that dataset.
+
+Budgets and GPUs: `--checkpoints 5000 20000` also saves the policy at those steps (`policy_step<N>.pt`: the N-step
+run's policy, bit for bit on a CPU); `--cuda --cuda-graph` replays each step as a CUDA graph (policy.GraphedStep).
 """
 
 import copy
