@@ -239,22 +239,28 @@ class IndexChunks:
 
 
 class GraphedStep:
-    """One training step, `fn()` (reading its minibatch from a fixed input buffer and returning its logged tensors),
-    run as a CUDA graph: the first `warmup` calls of each `key` (e.g. "with" or "without the discriminator update")
-    run eagerly on a side stream (as real training steps: they create the optimisers' state), the next one captures
-    the step in a graph (with its own memory pool) and replays it, and every later call replays it. The returned
-    tensors are the graph's static outputs: read them before the next call. The optimisers must be built with
-    capturable=True. With `enabled=False` (a CPU, or no --cuda-graph) it just calls fn()."""
+    """One training step, `fn(idx, key)` on the minibatch row indices `idx` (returning its logged tensors), run as a
+    CUDA graph: each call copies its `idx` into the graph's fixed input buffer; the first `warmup` calls of each `key`
+    (e.g. "with" or "without the discriminator update") run eagerly on a side stream (as real training steps: they
+    create the optimisers' state), the next one captures the step in a graph (with its own memory pool) and replays
+    it, and every later call replays it. The returned tensors are the graph's static outputs: read them before the
+    next call. The optimisers must be built with capturable=True. With `enabled=False` (a CPU, or no --cuda-graph)
+    it just calls fn(idx, key)."""
 
-    def __init__(self, fn: Callable[[object], tuple], enabled: bool, warmup: int = 3):
+    def __init__(self, fn: Callable[[torch.Tensor, object], tuple], enabled: bool, warmup: int = 3):
         self.fn, self.enabled, self.warmup = fn, enabled, warmup
         self.seen: dict = {}
         self.graphs: dict = {}
+        self.idx: Optional[torch.Tensor] = None  # the graphs' input buffer
         self.stream = torch.cuda.Stream() if enabled else None
 
-    def __call__(self, key=None):
+    def __call__(self, idx: torch.Tensor, key=None):
         if not self.enabled:
-            return self.fn(key)
+            return self.fn(idx, key)
+        if self.idx is None:
+            self.idx = idx.clone()
+        else:
+            self.idx.copy_(idx)
         if key in self.graphs:
             graph, outs = self.graphs[key]
             graph.replay()
@@ -264,12 +270,12 @@ class GraphedStep:
         if n < self.warmup:
             self.stream.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(self.stream):
-                outs = self.fn(key)
+                outs = self.fn(self.idx, key)
             torch.cuda.current_stream().wait_stream(self.stream)
             return outs
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
-            outs = self.fn(key)
+            outs = self.fn(self.idx, key)
         self.graphs[key] = (graph, outs)
         graph.replay()  # the capture only recorded the step: run it
         return outs

@@ -82,7 +82,7 @@ VARIANTS = {
 }
 METHODS = ("bc_exp", "bc_all", "dwbc", "oilca") + BASELINES + tuple(m for m in VARIANTS if m != "oilca")
 SELECT_CANDIDATES = ("bc_exp", "bc_all", "dwbc")  # the samplers select_sampler.py chooses among
-SAC_SNAPSHOTS = (10_000, 30_000, 60_000, 100_000, 200_000)
+SAC_SNAPSHOTS = (10_000, 30_000, 60_000, 100_000, 200_000)  # train_behavior.py's default --snapshot-steps
 # The paper's Table 5: episodes collected and episodes in D_E per task (the toy's Appendix C.1 recipe is toy:paper)
 TABLE5 = {
     "dmc": {"cartpole-swingup": (40, 2), "cheetah-run": (300, 3), "finger-turn_hard": (500, 9), "fish-swim": (200, 1),
@@ -96,7 +96,7 @@ TABLE5 = {
 # 100 policy steps), ratio 1.0 as behind Table 1, 5 seeds, 100 evaluation episodes per split; Table 5's data sizes
 PAPER = dict(seeds=(0, 1, 2, 3, 4), steps=200_000, episodes=100, ratio=1.0,
              script_flags={"train_dwbc.py": ("--batch-size", 512, "--d-update-every", 100),
-                           "train_bc.py": ("--batch-size", 512)})  # train_behavior.py's default --snapshot-steps
+                           "train_bc.py": ("--batch-size", 512)})
 PRESETS = {  # per benchmark: the defaults of every Args field left as None, and fixed flags
     "toy": dict(methods=METHODS[:4], seeds=(0, 1, 2, 3, 4), steps=5000, episodes=100, ivae_steps=10000,
                 fig5_ratios=(0.1, 1.0), fig5_seeds=(0, 1), splits=("train", "heldout"), eval_flags=(), ivae_flags=()),

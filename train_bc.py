@@ -170,10 +170,9 @@ def main(args: Args) -> dict:
     chunks = IndexChunks(lambda n: torch.stack([torch.randint(0, len(obs_t), (n, args.batch_size), generator=g,
                                                               device=device) for g in gens], 1).squeeze(1)) \
         if device.type == "cuda" else None
-    cur = {"idx": torch.zeros((args.batch_size,) if R == 1 else (R, args.batch_size), dtype=torch.long, device=device)}
 
-    def step_fn(_key=None):
-        loss = bc_loss(net, obs_t[cur["idx"]], act_t[cur["idx"]])  # a scalar, or [R]
+    def step_fn(idx, _key=None):
+        loss = bc_loss(net, obs_t[idx], act_t[idx])  # a scalar, or [R]
         opt.zero_grad()
         loss.sum().backward()  # replica k's slice of the gradient is ∂loss_k alone
         opt.step()
@@ -185,14 +184,12 @@ def main(args: Args) -> dict:
     line = progs[0] if R == 1 else Progress(f"{method} x{R}", args.total_steps)  # one line: means over replicas
     logs, trace = [[] for _ in runs], []
     for step in range(1, args.total_steps + 1):
-        if graphed:
-            cur["idx"].copy_(chunks.next())  # into the graph's input buffer
-        elif chunks is not None:
-            cur["idx"] = chunks.next()
+        if chunks is not None:
+            idx = chunks.next()
         else:
             idx = [draw(r, g, len(obs_t), args.batch_size, device) for r, g in zip(rngs, gens)]
-            cur["idx"] = idx[0] if R == 1 else torch.stack(idx)  # [B] or [R, B]
-        loss = step_once()
+            idx = idx[0] if R == 1 else torch.stack(idx)  # [B] or [R, B]
+        loss = step_once(idx)
         if step <= args.loss_trace:
             trace.append(loss.detach().clone())
         if step in checkpoints:  # this budget's policy, beside the final one (the run goes on unchanged)

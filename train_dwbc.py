@@ -280,13 +280,12 @@ def main(args: Args) -> dict:
 
     chunks = IndexChunks(lambda n: torch.stack([draw(d, r, g, n) for d, r, g in zip(data_of, rngs, gens)], 1)
                          if R > 1 else draw(data_of[0], rngs[0], gens[0], n)) if device.type == "cuda" else None
-    cur = {"idx": torch.zeros((2 * B,) if R == 1 else (R, 2 * B), dtype=torch.long, device=device)}
     state = {"eta": eta}
 
-    def step_fn(update_disc: bool):
-        """One DWBC step on the minibatch cur["idx"]: one forward pass over [expert batch; unlabelled batch] (the
+    def step_fn(idx: torch.Tensor, update_disc: bool):
+        """One DWBC step on the minibatch rows idx: one forward pass over [expert batch; unlabelled batch] (the
         networks treat rows independently), the discriminator's step when due, then the policy's."""
-        o, a_ = rows(cur["idx"])
+        o, a_ = rows(idx)
         log_pi = actor.log_prob(o, a_)
         d = disc(o, a_, normalize_log_pi(log_pi))
         log_pi_e, log_pi_u, d_e, d_u = log_pi[..., :B, :], log_pi[..., B:, :], d[..., :B], d[..., B:]
@@ -313,13 +312,8 @@ def main(args: Args) -> dict:
     line = progs[0] if R == 1 else Progress(f"{method} x{R}", args.total_steps)  # one line: means over replicas
     logs, trace = [[] for _ in runs], {"policy_loss": [], "d_loss": []}
     for step in range(1, args.total_steps + 1):
-        if graphed:
-            cur["idx"].copy_(chunks.next())  # into the graph's input buffer
-        elif chunks is not None:
-            cur["idx"] = chunks.next()
-        else:
-            cur["idx"] = draw_all()
-        p_loss, d_loss, d_e, d_u = step_once(step % args.d_update_every == 0)
+        idx = chunks.next() if chunks is not None else draw_all()
+        p_loss, d_loss, d_e, d_u = step_once(idx, step % args.d_update_every == 0)
         if step <= args.loss_trace:
             trace["policy_loss"].append(p_loss.detach().clone())
             if d_loss is not None:
