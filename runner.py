@@ -97,6 +97,14 @@ TABLE5 = {
 PAPER = dict(seeds=(0, 1, 2, 3, 4), steps=200_000, episodes=100, ratio=1.0,
              script_flags={"train_dwbc.py": ("--batch-size", 512, "--d-update-every", 100),
                            "train_bc.py": ("--batch-size", 512)})
+# --protocol table5: the rows of the paper's Tables 1, 2, 4 and 6 at the CPU budget (docs/tables.md): Table 5's data
+# sizes with exactly its D_E count, ratio 1.0, the seven columns (and +CA on Table 4's tasks), 5 seeds, 30 evaluation
+# episodes per split, 5,000 policy steps; SAC 100k env steps where the task's behaviour run already reached its
+# expert by then (docs/dmc.md), 200k elsewhere. Files under <slug>_t5.
+TABLE4 = {"dmc": ("cartpole-swingup", "cheetah-run", "finger-turn_hard", "fish-swim"),
+          "cw": ("reaching", "pushing", "picking", "pick_and_place")}
+TABLES = dict(seeds=(0, 1, 2, 3, 4), steps=5000, episodes=30, ratio=1.0)
+TABLES_SAC_STEPS = {"cartpole-swingup": 100_000, "walker-stand": 100_000}
 PRESETS = {  # per benchmark: the defaults of every Args field left as None, and fixed flags
     "toy": dict(methods=METHODS[:4], seeds=(0, 1, 2, 3, 4), steps=5000, episodes=100, ivae_steps=10000,
                 fig5_ratios=(0.1, 1.0), fig5_seeds=(0, 1), splits=("train", "heldout"), eval_flags=(), ivae_flags=()),
@@ -132,10 +140,12 @@ class Args:
     """final evaluation episodes per split (toy 100, dmc 30, cw 10)"""
     ivae_steps: Optional[int] = None
     """iVAE steps (toy/dmc 10000, cw 5000)"""
-    protocol: Literal["cpu", "paper"] = "cpu"
+    protocol: Literal["cpu", "paper", "table5"] = "cpu"
     """cpu: the CPU-sized defaults below; paper: the paper's protocol (Table 5's episodes and D_E per task, ratio 1.0,
     200k policy steps with batch 512 and the DWBC discriminator every 100 steps, 5 seeds, 100 evaluation episodes;
-    the toy's is --benchmark toy:paper), written to <slug>_paper; any flag given still wins (docs/runner.md)"""
+    the toy's is --benchmark toy:paper), written to <slug>_paper; table5: a row of the paper's tables at the CPU
+    budget (Table 5's episodes and D_E, ratio 1.0, the seven columns plus ORIL+CA/BCND+CA on Table 4's tasks, 5 seeds,
+    5,000 steps, 30 evaluation episodes per split), written to <slug>_t5; any flag given still wins (docs/runner.md)"""
     ratio: Optional[float] = None
     """|augmented D_E| / |D_U| of OILCA and the +CA baselines (cpu 0.5, paper 1.0)"""
     budgets: Tuple[int, ...] = ()
@@ -201,6 +211,7 @@ class Job:
     gpus: float = 0.0
     log: str = ""
     record: str = ""
+    backend: str = ""  # the benchmark's env backend (toy, dmc, cw): the other backends' modules are not its code
 
 
 def cpu_cores() -> int:
@@ -221,17 +232,26 @@ def resolve(args: Args) -> Tuple[Args, dict]:
     base = backend + ("_" + task if task else "")
     if args.protocol == "paper" and not args.tag:  # its own files (toy:paper's CPU runs already use toy_paper)
         args.tag = "protocol" if base.endswith("_paper") else "paper"
+    if args.protocol == "table5" and not args.tag:
+        args.tag = "t5"
     if args.tag and not all(ch.isalnum() or ch in "-." for ch in args.tag):
         raise SystemExit(f"error: --tag: '{args.tag}' must be letters, digits, '-' or '.'")
     slug = base + (f"_{args.tag}" if args.tag else "") + (f"_d{args.data_seed}" if args.data_seed else "")
     preset = dict(PRESETS.get(args.benchmark, PRESETS[backend]), kind=backend, task=task, slug=slug, base_slug=base, ratio=0.5, script_flags={})
+    if args.protocol == "table5":
+        if backend not in TABLE5:
+            raise SystemExit(f"error: --protocol table5: the paper's tables have no {backend} rows (dmc:<task> or cw:<task>)")
+        preset.update(TABLES, methods=METHODS[:4] + BASELINES[:3] + (BASELINES[3:] if task in TABLE4[backend] else ()))
+        if backend == "dmc":
+            preset["sac_steps"] = TABLES_SAC_STEPS.get(task, 200_000)
     if args.protocol == "paper":
         if backend == "toy" and task != "paper":
             raise SystemExit("error: --protocol paper: the paper's toy is --benchmark toy:paper")
         preset.update(PAPER)
+    if args.protocol in ("paper", "table5"):
         if backend in TABLE5:
             if task not in TABLE5[backend]:
-                raise SystemExit(f"error: --protocol paper: Table 5 has no size for {args.benchmark}")
+                raise SystemExit(f"error: --protocol {args.protocol}: Table 5 has no size for {args.benchmark}")
             episodes, n_expert = TABLE5[backend][task]
             preset["data_episodes"] = episodes
             if "--expert-episodes" not in args.collect_flags:
@@ -290,7 +310,8 @@ def build(args: Args, p: dict) -> List[Job]:
     def add(name, stage, argv, inputs=(), outputs=(), gpus=0.0, home=None):
         home = home or runs  # where the job's log and record live
         jobs.append(Job(name, stage, list(map(str, argv)), list(inputs), list(outputs), gpus=gpus,
-                        log=path(home, "logs", name + ".log"), record=path(home, ".jobs", name + ".json")))
+                        log=path(home, "logs", name + ".log"), record=path(home, ".jobs", name + ".json"),
+                        backend=p["kind"]))
 
     collect = ["collect_data.py", "--env", p["kind"] if p["kind"] == "toy" else args.benchmark, "--out", data,
                "--seed", args.data_seed]
@@ -456,13 +477,17 @@ def file_state(path: str) -> dict:
     return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": _DIGESTS[key]}
 
 
-def code_files(script: str) -> List[str]:
+def code_files(script: str, backend: str = "") -> List[str]:
     """The script and every module of this repo it imports, directly or through another (`import x`, `from x import`
-    at any indentation, so lazily imported backends count too): a change to any of them makes the job stale."""
+    at any indentation, so lazily imported backends count too): a change to any of them makes the job stale. With
+    `backend` (toy, dmc, cw) the other env backends' modules are left out: a job of one benchmark runs no code of
+    another (envs.py dispatches on the dataset's env), so an edit to the CausalWorld backend leaves a finished
+    DeepMind Control study up to date."""
+    others = {m + ".py" for k, m in envs.BACKENDS.items() if k != backend} if backend else set()
     found, todo = [], [script]
     while todo:
         f = todo.pop()
-        if f in found or not os.path.exists(os.path.join(REPO, f)):
+        if f in found or f in others or not os.path.exists(os.path.join(REPO, f)):
             continue
         found.append(f)
         if f == "envs.py":  # it imports its backends by name (importlib)
@@ -476,7 +501,7 @@ def code_files(script: str) -> List[str]:
 
 
 def code_digest(job: Job) -> str:
-    return hashlib.sha256("".join(file_state(f)["sha256"] for f in code_files(job.argv[0])).encode()).hexdigest()
+    return hashlib.sha256("".join(file_state(f)["sha256"] for f in code_files(job.argv[0], job.backend)).encode()).hexdigest()
 
 
 def up_to_date(job: Job) -> bool:

@@ -245,6 +245,11 @@ def test_code_changes_make_jobs_stale(tmp_path, monkeypatch):
     # contract.py checks a dataset's env description through envs.py, so every stage depends on the backends
     assert runner.code_files("train_ivae.py") == ["checks.py", "contract.py", "cw_env.py", "dmc_env.py", "envs.py",
                                                   "ivae.py", "progress.py", "toy_env.py", "train_ivae.py"]
+    # a job of one benchmark: the other backends are not its code (envs.py dispatches on the dataset's env)
+    assert runner.code_files("train_dwbc.py", "dmc") == ["checks.py", "contract.py", "dmc_env.py", "envs.py",
+                                                         "policy.py", "progress.py", "train_dwbc.py"]
+    assert [f for f in runner.code_files("evaluate.py", "cw") if f.endswith("_env.py")] == ["cw_env.py"]
+    assert all(j.backend == "dmc" for j in runner.build(*runner.resolve(runner.Args(benchmark="dmc:cartpole-swingup"))))
     # a change to an imported module changes the digest; a module that is not imported does not
     monkeypatch.setattr(runner, "REPO", str(tmp_path))
     (tmp_path / "stage.py").write_text("import numpy as np\nimport shared\n\ndef f():\n    from lazy import g\n")
@@ -312,6 +317,26 @@ def test_paper_protocol_uses_table5_sizes_and_the_authors_training_settings(two_
         runner.resolve(runner.Args(benchmark="dmc:hopper-hop", protocol="paper"))
     gpu = commands(benchmark="dmc:cartpole-swingup", protocol="paper", methods=("bc_exp", "oilca_authors"), gpus=1.0)
     assert gpu["bc_exp_s0"].endswith("--cuda-graph --cuda") and "--cuda-graph" not in gpu["oilca_authors_s0"]
+
+
+def test_table5_protocol_builds_a_row_of_the_papers_tables_at_the_cpu_budget(two_cores):
+    cart = commands(benchmark="dmc:cartpole-swingup", protocol="table5")
+    # the same data as the budget study's --tag t5 cartpole-swingup (SAC at 100k, 40 episodes, exactly 2 in D_E)
+    assert cart["collect"].endswith("--dmc.episodes 40 --expert-episodes 2 --force")
+    assert "--total-steps 100000" in cart["sac"] and "--out data/dmc_cartpole-swingup_t5.npz" in cart["collect"]
+    assert {"oril_ca_s4", "bcnd_ca_s0", "lobsdice_s4", "oilca_s4"} <= set(cart) and "oilca_copy_s0" not in cart
+    assert "--total-steps 5000" in cart["dwbc_s4"] and "--final-eval-episodes 30" in cart["dwbc_s4"]
+    assert "--ratio 1.0" in cart["augment_r1.0_s4"] and "dwbc_s5" not in cart
+    walk = commands(benchmark="dmc:walker-walk", protocol="table5")  # not a Table 4 task: no +CA columns
+    assert "--total-steps 200000" in walk["sac"] and "step_200000.pt" in walk["collect"]
+    assert "--dmc.episodes 200 --expert-episodes 6" in walk["collect"] and "oril_ca_s0" not in walk and "oril_s0" in walk
+    cw = commands(benchmark="cw:pushing", protocol="table5", methods=("dwbc",))
+    assert "--out data/cw_pushing_t5.npz" in cw["collect"] and "--expert-episodes 13" in cw["collect"]
+    assert "--split A B --episodes 30" in cw["reference_expert"]
+    with pytest.raises(SystemExit, match="no toy rows"):
+        runner.resolve(runner.Args(protocol="table5"))
+    with pytest.raises(SystemExit, match="Table 5"):
+        runner.resolve(runner.Args(benchmark="dmc:hopper-hop", protocol="table5"))
 
 
 def test_toy_paper_preset_is_its_own_benchmark(two_cores):

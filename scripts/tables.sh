@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The rows of the paper's Tables 1, 2, 4 and 6 (docs/tables.md): every DeepMind Control and CausalWorld task through
+# `runner.py --protocol table5` (Table 5's data sizes and D_E, ratio 1.0, the seven columns plus ORIL+CA/BCND+CA on
+# Table 4's tasks, 5 seeds, 5,000 steps, 30 evaluation episodes per split), one task after the other; then the tables.
+# Resumable: finished jobs are skipped, so run it again after a stop. A task that fails is reported and the next
+# one goes on.
+# Usage: bash scripts/tables.sh [dmc|cw|all (default)] [runner flags, e.g. --jobs 2 --threads 1]
+# Knob: TASKS (a subset, e.g. TASKS="cheetah-run walker-walk" bash scripts/tables.sh dmc).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+which=${1:-all}; shift || true
+case $which in dmc|cw|all) ;; *) echo "tables.sh: first argument must be dmc, cw or all, got '$which'" >&2; exit 2;; esac
+PY=${PY:-.venv/bin/python}
+DMC="cartpole-swingup walker-stand cheetah-run walker-walk finger-turn_hard fish-swim manipulator-insert_ball manipulator-insert_peg humanoid-run"
+CW="pushing picking reaching pick_and_place stacking2 towers stacked_blocks creative_stacked_blocks general"
+failed=()
+run() {  # BENCHMARK [runner flags]
+  echo "== tables.sh: $1 ($(date -u +%H:%M:%S))"
+  $PY runner.py --benchmark "$@" --protocol table5 || failed+=("$1")
+}
+if [ "$which" != cw ]; then for t in ${TASKS:-$DMC}; do [[ " $DMC " == *" $t "* ]] && run "dmc:$t" "$@"; done; fi
+if [ "$which" != dmc ]; then for t in ${TASKS:-$CW}; do [[ " $CW " == *" $t "* ]] && run "cw:$t" "$@"; done; fi
+[ ${#failed[@]} -eq 0 ] || echo "tables.sh: failed: ${failed[*]} (see runs/<slug>_t5/logs/)" >&2
+[ ${#failed[@]} -eq 0 ]
