@@ -1,0 +1,45 @@
+"""scripts/sac_summary.py: the SAC behaviour runs as one table (returns at the snapshots, best return, time)."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+import sac_summary  # noqa: E402
+
+
+def fake_run(folder, task, evals, sps=500.0, total=30_000, snapshots=(10_000, 30_000, 60_000)):
+    os.makedirs(folder)
+    rows = ["step,episode_return,eval_return,q_loss,pi_loss,alpha,sps"]
+    for step in range(1000, total + 1, 1000):
+        ev = evals.get(step, "")
+        rows.append(f"{step},1.0,{ev},,,,{sps}")
+    (folder / "progress.csv").write_text("\n".join(rows) + "\n")
+    (folder / "args.json").write_text(json.dumps({"env": task, "total_steps": total, "snapshot_steps": list(snapshots)}))
+
+
+def test_table_reads_snapshot_returns_best_step_and_time(tmp_path):
+    fake_run(tmp_path / "a", "dmc:walker-walk", {10_000: 20.5, 20_000: 300.25, 30_000: 250.0})
+    fake_run(tmp_path / "b", "dmc:cheetah-run", {10_000: 1.0}, sps=100.0, total=10_000)
+    s = sac_summary.summarise(str(tmp_path / "a"))
+    assert s["best"] == 300.25 and s["best_step"] == 20_000 and s["steps"] == 30_000
+    assert s["seconds"] == pytest.approx(30 * 1000 / 500.0) and s["snapshots"] == [10_000, 30_000]
+    text = sac_summary.main(sac_summary.Args(runs=(str(tmp_path / "a"), str(tmp_path / "b")),
+                                             out=str(tmp_path / "t.md")))
+    assert (tmp_path / "t.md").read_text() == text
+    lines = text.splitlines()
+    assert lines[0].startswith("| task | env steps | return at 10k | return at 30k | best (at step)")
+    assert lines[2] == "| dmc:walker-walk | 30,000 | 20.5 | 250.0 | 300.2 (20k) | 1 min |"
+    assert lines[3] == "| dmc:cheetah-run | 10,000 | 1.0 | — | 1.0 (10k) | 2 min |"
+
+
+def test_a_folder_that_is_not_a_run_is_refused_with_one_line(tmp_path):
+    (tmp_path / "empty").mkdir()
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "sac_summary.py"), "--runs",
+                          str(tmp_path / "empty"), "--out", str(tmp_path / "t.md")], capture_output=True, text=True)
+    assert out.returncode != 0 and "empty has no progress.csv" in out.stderr and len(out.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "t.md").exists()
