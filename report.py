@@ -33,6 +33,17 @@ Outputs of `--results F`, written into F:
   every run of characters other than letters and digits becomes `_`: fig4_dmc_walker_stand.png).
 Outputs of `--aggregate F1 F2 ... --out A`: A/aggregate.md and A/aggregate.json (methods: iqm, iqm_ci, mean, mean_ci,
 runs, strata; probability_of_improvement: x, y, p, ci, strata; the strata used and those left out).
+Output of `--paper-table N` (N = 1, 2, 4, 6, 7): the paper's Table N (paper_results.py) with ours beside every cell,
+printed and put into each --doc; nothing else is written. One results folder per task row, --results-pattern with
+{benchmark} (dmc, cw) and {task}; Table 7's C = c from --c-pattern ({folder}_c{c}: C = 3, the default feature set, is
+the task folder itself). A cell: ours (the cell format above over the seeds of that method and split; Table 1 and the
+DeepMind Control rows of Table 4 split train, Table 2, Table 7 and Table 4's CausalWorld rows split B, Table 6 split A)
+with its seed count and its rank within the row among the columns we ran, then the paper's mean ± s and its rank among
+all the paper's columns; a missing folder, method or split is "not run". Per row Kendall's τ-b between our means and
+the paper's; per table the count of tasks where OILCA is above DWBC, tied or below (ours: 95% bootstrap intervals
+disjoint or not; the paper's: mean ± s), and for CausalWorld a second table of our fractional success (raw CausalWorld
+returns are on another scale than the paper's, so only orders are compared there). A one-line `note.md` in a task's
+folder becomes a footnote on its row.
 
 Usage: python report.py --results results/toy      writes table.md, summary.json, fig4.png, fig5.png there and prints
                                                    the table.
@@ -41,10 +52,13 @@ Usage: python report.py --results results/toy      writes table.md, summary.json
                                                    `<!-- /report -->` in docs/toy.md.
        python report.py --aggregate results/toy results/dmc_cartpole-swingup --out results/aggregate
                                                    (--doc markers then name the --out folder).
+       python report.py --paper-table 2 --results-pattern 'results/{benchmark}_{task}_t5' --doc docs/tables.md
+                                                   (--doc markers `<!-- report: paper table 2 -->`).
 Bad input (no result JSON, a file that is not valid JSON or not a valid result, a NaN or infinite number in one,
 two files for the same env, method, seed and split, a doc without the markers, a malformed --pairs/--gaps, an
 output that cannot be written; for --aggregate also one env in two folders, or no env and split with both
-references) stops with one line on stderr naming the file or flag, before anything is written.
+references; for --paper-table a table number the paper lacks, a pattern with other fields, a task folder holding
+another env) stops with one line on stderr naming the file or flag, before anything is written.
 """
 
 import glob
@@ -52,10 +66,11 @@ import json
 import math
 import os
 import re
+import string
 import sys
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Tuple
+from typing import Optional, Tuple
 
 import numpy as np
 import tyro
@@ -63,6 +78,7 @@ import tyro
 import checks
 import contract
 import figures
+import paper_results
 import stats
 
 MAIN_METHODS = ("bc_exp", "bc_all", "oril", "bcnd", "lobsdice", "dwbc", "oril_ca", "bcnd_ca", "oilca")  # table order
@@ -91,6 +107,8 @@ ALL_SPLITS = (("train", "in-distribution (training c)"), ("heldout", "out-of-dis
 NO_ENV = "env not recorded"
 DOC_OPEN = re.compile(r"^\s*<!--\s*report:\s*(.*?)\s*-->\s*$")
 DOC_CLOSE = re.compile(r"^\s*<!--\s*/report\s*-->\s*$")
+PAPER_NOTE = "note.md"  # a one-line note in a task's results folder: a footnote on its row of the paper tables
+PAPER_VERDICTS = ("above", "tie", "below", "one seed", "not run")  # OILCA against DWBC on one task row
 UNDER_COVERS = ("a percentile bootstrap over 3–5 seeds under-covers: its intervals are narrower than a 95% interval "
                 "should be, so read them as a description of these seeds, not as a guarantee")
 
@@ -124,6 +142,15 @@ class Args:
     """extra `x:y` paired gaps x − y over the training seeds both have, after the default gaps"""
     resamples: int = stats.N_RESAMPLES
     """bootstrap resamples per interval"""
+    paper_table: Optional[int] = None
+    """1, 2, 4, 6 or 7: that table of the paper (paper_results.py) with our numbers beside each cell, from one results
+    folder per task (--results-pattern); printed and put between `<!-- report: paper table <n> -->` and
+    `<!-- /report -->` of each --doc; --results is then unused"""
+    results_pattern: str = "results/{benchmark}_{task}_t5"
+    """--paper-table: a task's results folder; {task} is our task name, {benchmark} `dmc` or `cw`"""
+    c_pattern: str = "{folder}_c{c}"
+    """--paper-table 7: the results folder of feature set C = {c}, {folder} the task's --results-pattern folder; C = 3,
+    the default feature set, is the task's folder itself"""
 
 
 def present_splits(rows: list) -> tuple:
@@ -229,11 +256,11 @@ def budget_method(path: str, r: dict) -> str:
     return f"{r['method']}_b{int(m['steps'])}"
 
 
-def load_results(folder: str, files: list = None) -> list:
+def load_results(folder: str, files: list = None, empty_ok: bool = False) -> list:
     """The result rows of `folder` (JSON objects with method, seed, split, returns; other JSON such as timing.json
     is skipped; a budget file's method gets its `_b<steps>`, see budget_method); their paths are appended to
     `files`. Raises ReportError on a missing folder, invalid JSON, a malformed result, duplicates (same env, method,
-    seed, split), no result."""
+    seed, split), no result (unless empty_ok: then [])."""
     if not os.path.isdir(folder):
         raise ReportError(f"{folder}: no such folder")
     rows, seen = [], {}
@@ -262,7 +289,7 @@ def load_results(folder: str, files: list = None) -> list:
         rows.append(r)
         if files is not None:
             files.append(path)
-    if not rows:
+    if not rows and not empty_ok:
         raise ReportError(f"{folder}: no result JSON (objects with method, seed, split, returns)")
     return rows
 
@@ -608,6 +635,253 @@ def aggregate(folders, pairs: list = (), n_resamples: int = stats.N_RESAMPLES, f
     return md, out
 
 
+# ------------------------------------------------------------------------------------------------- paper tables
+def check_pattern(flag: str, pattern: str, needs: set, may: set) -> None:
+    """One-line ValueError naming the flag unless `pattern` has every field of `needs` and no field outside `may`."""
+    try:
+        names = {f for _, f, _, _ in string.Formatter().parse(pattern) if f is not None}
+    except ValueError:
+        names = {""}
+    if needs - names or names - may:
+        fields = ", ".join("{" + n + "}" for n in sorted(may))
+        raise ValueError(f"{flag} {pattern!r}: needs {', '.join('{' + n + '}' for n in sorted(needs))} and may only "
+                         f"use the fields {fields}")
+
+
+def paper_folders(number: int, pattern: str, c_pattern: str) -> dict:
+    """{task: {column: folder}} of paper table `number`: `pattern` with the task's {benchmark} (dmc or cw) and {task};
+    Table 7's column C = c is `c_pattern` with {folder} (the task's folder) and {c}, except the default feature set
+    C = paper_results.DEFAULT_C, which is the task's folder itself (the folder of Tables 2 and 6)."""
+    table = paper_results.TABLES[number]
+    out = {}
+    for task in table["rows"]:
+        folder = pattern.format(benchmark=paper_results.benchmark(task), task=task)
+        if number == 7:
+            out[task] = {c: folder if c == paper_results.DEFAULT_C else c_pattern.format(folder=folder, c=c)
+                         for c in table["columns"]}
+        else:
+            out[task] = {m: folder for m in table["columns"]}
+    return out
+
+
+def task_results(folder: str, env: str, files: list = None):
+    """(rows of `env` in `folder`, the folder's PAPER_NOTE text or None). A missing folder, or one without result
+    JSON, gives no rows (not run); a folder whose results are all of another env is an error (a wrong pattern)."""
+    note = None
+    if os.path.isfile(os.path.join(folder, PAPER_NOTE)):
+        try:
+            with open(os.path.join(folder, PAPER_NOTE), encoding="utf-8") as f:
+                note = " ".join(f.read().split()) or None
+        except (OSError, UnicodeDecodeError) as e:
+            raise ReportError(f"{os.path.join(folder, PAPER_NOTE)}: cannot be read ({e})") from None
+    if not os.path.isdir(folder):
+        return [], note
+    rows = load_results(folder, files, empty_ok=True)
+    mine = [r for r in rows if r.get("env") in (env, None)]
+    if rows and not mine:
+        others = ", ".join(sorted({r["env"] for r in rows}))
+        raise ReportError(f"{folder}: holds results of {others}, not {env}; check --results-pattern")
+    return mine, note
+
+
+def paper_rows(number: int, pattern: str, c_pattern: str, n_resamples: int = stats.N_RESAMPLES,
+               files: list = None) -> list:
+    """One dict per task row of paper table `number`: task, benchmark, split, notes [(folder, text)], tau (Kendall's
+    τ-b of our means against the paper's over the columns we ran, or None), cells {column: {folder, method, seeds,
+    steps (the runs' train_args.total_steps), episodes (evaluation episodes per run), ours (stats.cell of the seed
+    returns, or None: not run), success (the same of fractional success, or None),
+    paper (mean, s), rank (ours, among the columns we ran), paper_rank (among all the paper's columns)}}."""
+    table, paper = paper_results.TABLES[number], paper_results.cells(number)
+    loaded, out = {}, []
+    for task, folders in paper_folders(number, pattern, c_pattern).items():
+        bench = paper_results.benchmark(task)
+        split, cells, notes = table["splits"][bench], {}, []
+        for col, folder in folders.items():
+            if folder not in loaded:
+                rows, note = task_results(folder, f"{bench}:{task}", files)
+                loaded[folder] = (rows, per_seed(rows), per_seed(rows, "success"), note)
+            rows, returns, success, note = loaded[folder]
+            if note and (folder, note) not in notes:
+                notes.append((folder, note))
+            method = "oilca" if number == 7 else col
+            ret, suc = returns.get((method, split)), success.get((method, split))
+            mine = [r for r in rows if (r["method"], r["split"]) == (method, split)]
+            cells[col] = {"folder": folder, "method": method, "seeds": sorted(ret or {}),
+                          "steps": sorted({r.get("train_args", {}).get("total_steps") for r in mine} - {None}),
+                          "episodes": sorted({len(r["returns"]) for r in mine}),
+                          "ours": stats.cell(list(ret.values()), n_resamples) if ret else None,
+                          "success": stats.cell(list(suc.values()), n_resamples) if suc else None,
+                          "paper": paper[task][col]}
+        run = [c for c in cells if cells[c]["ours"]]
+        ours = stats.ranks({c: cells[c]["ours"]["mean"] for c in run})
+        theirs = stats.ranks({c: v["paper"][0] for c, v in cells.items()})
+        for c, v in cells.items():
+            v["rank"], v["paper_rank"] = ours.get(c), theirs[c]
+        tau = stats.kendall_tau([cells[c]["ours"]["mean"] for c in run], [cells[c]["paper"][0] for c in run])
+        out.append({"task": task, "benchmark": bench, "split": split, "notes": notes, "tau": tau, "cells": cells})
+    return out
+
+
+def oilca_vs_dwbc(row: dict) -> tuple:
+    """(ours, paper): `above`, `tie` or `below` for OILCA against DWBC on one task row; ours from the 95% bootstrap
+    intervals (`one seed` when either has no interval, `not run` when either is missing), the paper's from mean ± s."""
+    o, d = row["cells"]["oilca"], row["cells"]["dwbc"]
+    if o["ours"] is None or d["ours"] is None:
+        ours = "not run"
+    elif o["ours"]["ci"] is None or d["ours"]["ci"] is None:
+        ours = "one seed"
+    else:
+        ours = stats.interval_order(o["ours"]["ci"], d["ours"]["ci"])
+    (om, os_), (dm, ds) = o["paper"], d["paper"]
+    return ours, stats.interval_order((om - os_, om + os_), (dm - ds, dm + ds))
+
+
+def paper_counts(rows: list) -> dict:
+    """{"ours": {verdict: tasks}, "paper": {verdict: tasks}} of oilca_vs_dwbc over the rows (every verdict present)."""
+    out = {"ours": dict.fromkeys(PAPER_VERDICTS, 0), "paper": dict.fromkeys(PAPER_VERDICTS[:3], 0)}
+    for row in rows:
+        ours, theirs = oilca_vs_dwbc(row)
+        out["ours"][ours] += 1
+        out["paper"][theirs] += 1
+    return out
+
+
+def paper_cell_text(c: dict, n_run: int) -> str:
+    """`ours <cell> (n seeds, rank r of n_run)<br>paper <mean ± s> (rank r)`; `not run` for ours without results."""
+    m, s = c["paper"]
+    ours = "not run"
+    if c["ours"]:
+        n = c["ours"]["n"]
+        ours = f"ours {stats.cell_text(c['ours'])} ({n} seed{'s' if n > 1 else ''}, rank {c['rank']} of {n_run})"
+    return f"{ours}<br>paper {m:.2f} ± {s:.2f} (rank {c['paper_rank']})"
+
+
+def paper_header(number: int, rows: list, pattern: str, c_pattern: str, n_resamples: int) -> str:
+    """What a paper table shows, where our numbers come from, and how the two scales are compared."""
+    table, benches = paper_results.TABLES[number], {r["benchmark"] for r in rows}
+    where = {"dmc": "DeepMind Control", "cw": "CausalWorld"}
+    splits = "; ".join(f"{where[b]} rows: split `{s}`, {dict(ALL_SPLITS)[s]}" for b, s in table["splits"].items())
+    source = f"the folder `{pattern}` of each task ({{benchmark}} is dmc or cw)"
+    if number == 7:
+        source = (f"the task folder `{pattern}` for C = {paper_results.DEFAULT_C} (the default feature set, as in "
+                  f"Table 2) and `{c_pattern}` for every other C ({{folder}}: the task folder)")
+    md = (f"{table['title']}: the paper's Table {number} (`{table['label']}`) with ours beside each cell. "
+          f"{splits}; ours from {source}. Our cell is mean ± s [lo, hi] over training seeds of each seed's mean "
+          f"episode return (s the sample std over seeds, [lo, hi] the {stats.CI_LEVEL:.0%} percentile-bootstrap interval of "
+          f"the mean, {n_resamples:,} resamples, generator seed {stats.BOOT_SEED}; one seed: the mean alone), then the "
+          f"seed count and our rank within the row among the columns we ran (1 = best); {UNDER_COVERS}. The paper's "
+          f"cell is its mean ± s over five seeds as printed and its rank among all its columns of the row. τ is "
+          f"Kendall's τ-b between our means and the paper's over the columns we ran (1: the same order, −1: the "
+          f"reverse; needs two columns). Not run: no result of that method and split in the folder, or no folder.")
+    ran = [c for r in rows for c in r["cells"].values() if c["ours"]]
+    if ran:
+        steps = ", ".join(f"{n:,}" for n in sorted({n for c in ran for n in c["steps"]})) or "unrecorded"
+        episodes = ", ".join(str(n) for n in sorted({n for c in ran for n in c["episodes"]}))
+        md += f" Our runs so far: {steps} policy gradient steps, {episodes} evaluation episodes per run."
+    if "dmc" in benches:
+        md += ("\n\nDeepMind Control rows: both are dm_control returns of 1,000-step episodes (reward in [0, 1] per "
+               "step), so the raw numbers sit side by side, not normalised. Our env applies c-dependent Gaussian "
+               "action perturbations (three classes, the same in the data and in evaluation; [dmc.md](dmc.md)), as "
+               "the paper's data had three Gaussian noise distributions (c ∈ {0, 1, 2}).")
+    if "cw" in benches:
+        dwbc = ", and OILCA against DWBC inside each source" if "dwbc" in table["columns"] else ""
+        md += ("\n\nCausalWorld rows: raw returns are not compared across, because the two are on different scales. "
+               "Ours sum CausalWorld's default reward of each task over the episode (our datasets' episodes: pushing "
+               "−5 … 15, reaching −116 … 452); the paper does not say which reward it sums, and its cells run up to "
+               f"3,210. So the comparison is the order within each row: our rank against the paper's and τ{dwbc}. "
+               "Our fractional success (CausalWorld's 0–1 score at the end of each episode, the results' `success`) "
+               "follows in a second table; the paper reports none.")
+    return md
+
+
+def paper_summary(number: int, rows: list) -> str:
+    """The OILCA-against-DWBC counts and how far the orders within the rows agree."""
+    cols = paper_results.TABLES[number]["columns"]
+    if "dwbc" in cols:
+        k = paper_counts(rows)
+        md = (f"OILCA against DWBC, tasks of {len(rows)}: above (OILCA's interval wholly above DWBC's), tied (the "
+              f"intervals overlap or touch), below (wholly below). Ours use the {stats.CI_LEVEL:.0%} bootstrap "
+              f"intervals (one seed: no interval); the paper's use mean ± s as the interval, since it prints no "
+              f"interval:\n\n| source | above | tied | below | one seed | not run |\n|---|---|---|---|---|---|\n"
+              f"| ours | " + " | ".join(str(k["ours"][v]) for v in PAPER_VERDICTS) + " |\n"
+              f"| paper | " + " | ".join(str(k["paper"][v]) for v in PAPER_VERDICTS[:3]) + " | — | — |")
+    else:
+        md = "Table 7 has one method, OILCA, so it has no OILCA-against-DWBC count (Table 2 has it for C = 3)."
+    ordered = [r for r in rows if sum(1 for c in r["cells"].values() if c["ours"]) >= 2]
+    taus = [r["tau"] for r in ordered if r["tau"] is not None]
+    if ordered:
+        md += (f"\n\nOrder within the rows: {len(ordered)} of {len(rows)} rows have two columns run or more; among "
+               f"them τ = 1 (the paper's order) in {sum(t == 1 for t in taus)}, 0 < τ < 1 in "
+               f"{sum(0 < t < 1 for t in taus)}, τ ≤ 0 in {sum(t <= 0 for t in taus)}"
+               + (f" (mean τ {np.mean(taus):.2f})." if taus else "."))
+    else:
+        md += "\n\nOrder within the rows: no row has two columns run yet, so there is no τ."
+    if "oilca" in cols:
+        ran = [r for r in ordered if r["cells"]["oilca"]["ours"]]
+        if ran:
+            md += (f" OILCA is first among the columns we ran in {sum(r['cells']['oilca']['rank'] == 1 for r in ran)}"
+                   f" of the {len(ran)} rows where it ran beside another column.")
+        md += (f" OILCA is the paper's first in {sum(r['cells']['oilca']['paper_rank'] == 1 for r in rows)} of "
+               f"{len(rows)} rows.")
+    return md
+
+
+def paper_markdown(number: int, rows: list, pattern: str, c_pattern: str,
+                   n_resamples: int = stats.N_RESAMPLES) -> str:
+    """The markdown of paper table `number` beside ours (rows from paper_rows): the header, the table (one row per
+    task, one column per method or C, then τ), the rows' notes, the summary, our CausalWorld success, the paper's
+    inconsistencies."""
+    cols = paper_results.TABLES[number]["columns"]
+    titles = " | ".join(f"C = {c}" if number == 7 else display(c) for c in cols)
+    lines, notes = [f"| task | {titles} | τ |", "|---" * (len(cols) + 2) + "|"], []
+    for row in rows:
+        marks = ""
+        for folder, text in row["notes"]:
+            notes.append(f"[{len(notes) + 1}] `{folder}`: {text}")
+            marks += f" [{len(notes)}]"
+        n_run = sum(1 for c in row["cells"].values() if c["ours"])
+        tau = "—" if row["tau"] is None else f"{row['tau']:.2f}"
+        lines.append(f"| {row['task']}{marks} | " + " | ".join(paper_cell_text(row["cells"][c], n_run) for c in cols)
+                     + f" | {tau} |")
+    md = paper_header(number, rows, pattern, c_pattern, n_resamples) + "\n\n" + "\n".join(lines)
+    if notes:
+        md += "\n\nNotes: " + "; ".join(notes) + "."
+    md += "\n\n" + paper_summary(number, rows)
+    cw = [r for r in rows if r["benchmark"] == "cw"]
+    if cw:
+        lines = [f"| task | {titles} |", "|---" * (len(cols) + 1) + "|"]
+        for row in cw:
+            lines.append(f"| {row['task']} | " + " | ".join(
+                f"{stats.cell_text(c['success'])} ({c['success']['n']})" if c["success"] else "not run"
+                for c in (row["cells"][col] for col in cols)) + " |")
+        md += ("\n\nOur fractional success on the CausalWorld rows (same split), mean ± s [95% bootstrap interval] "
+               "(seeds):\n\n" + "\n".join(lines))
+    slips = [v for (t, _, _), v in paper_results.MISMATCHES.items() if t == number]
+    slips += list(paper_results.ODDITIES.get(number, ()))
+    if slips:
+        md += "\n\nThe paper's own inconsistencies in this table, kept as printed: " + "; ".join(slips) + "."
+    return md
+
+
+def main_paper_table(args: Args) -> str:
+    if args.paper_table not in paper_results.TABLES:
+        raise ValueError(f"--paper-table {args.paper_table}: the paper's tables are "
+                         f"{', '.join(map(str, paper_results.TABLES))}")
+    check_pattern("--results-pattern", args.results_pattern, {"task"}, {"task", "benchmark"})
+    check_pattern("--c-pattern", args.c_pattern, {"c"}, {"c", "folder"})
+    files = []
+    rows = paper_rows(args.paper_table, args.results_pattern, args.c_pattern, args.resamples, files)
+    md = paper_markdown(args.paper_table, rows, args.results_pattern, args.c_pattern, args.resamples)
+    docs = prepare_docs(args.doc, f"paper table {args.paper_table}", md)
+    contract.check_paths({"--results-pattern": files}, files={"--doc": list(args.doc)})
+    for path, text in docs.items():
+        contract.save_text(path, text)
+    print(md)
+    if docs:
+        print("table into " + ", ".join(docs))
+    return md
+
+
 # ------------------------------------------------------------------------------------------------- docs
 def replace_blocks(path: str, text: str, is_open, is_close, md: str, open_text: str, close_text: str,
                    error=ValueError) -> str:
@@ -696,6 +970,8 @@ def main_aggregate(args: Args, pairs: list) -> str:
 def main(args: Args) -> str:
     checks.fields(args, resamples=checks.COUNT)
     pairs, gaps = parse_pairs("--pairs", args.pairs), parse_pairs("--gaps", args.gaps)
+    if args.paper_table is not None:
+        return main_paper_table(args)
     if args.aggregate:
         return main_aggregate(args, pairs)
     files = []

@@ -29,6 +29,12 @@ B = N_RESAMPLES = 10,000 resamples unless the caller passes another count (repor
 - normalise(x, r_expert, r_random) = 100·(x − r_random)/(r_expert − r_random): 100 at the expert reference, 0 at
   the random one (report.py: the means of the reference runs' seed scores of the same env and split).
 - cell_text(c) = `mean ± s [lo, hi]` with `digits` decimals (one value: `mean`); ci_text(ci) = ` [lo, hi]`.
+- ranks(values): 1 for the highest value; equal values share the best rank of their group (1, 2, 2, 4).
+- kendall_tau(x, y): Kendall's τ-b of paired values, (P − Q)/√((P + Q + Tₓ)(P + Q + T_y)) over all pairs i < j, P
+  the concordant pairs, Q the discordant ones, Tₓ the pairs tied in x only, T_y in y only: 1 for the same order, −1
+  for the reverse. None with fewer than two pairs or when either side is constant.
+- interval_order(a, b): `above` when interval a lies wholly above b (a_lo > b_hi), `below` when wholly below
+  (a_hi < b_lo), else `tie` (the intervals overlap or touch).
 """
 
 import numpy as np
@@ -120,3 +126,30 @@ def cell_text(c: dict, digits: int = 2) -> str:
     """'mean ± s [lo, hi]'; one value: 'mean'."""
     return f"{c['mean']:.{digits}f}" + (f" ± {c['std']:.{digits}f}" if c["std"] is not None else "") \
         + ci_text(c["ci"], digits)
+
+
+def ranks(values: dict) -> dict:
+    """{key: rank} of {key: value}: 1 for the highest value; equal values share the best rank of their group."""
+    return {k: 1 + sum(w > v for w in values.values()) for k, v in values.items()}
+
+
+def kendall_tau(x, y):
+    """Kendall's τ-b of the pairs (x[i], y[i]) (1: the same order, −1: the reverse); None with fewer than two pairs or
+    when x or y is constant."""
+    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    i, j = np.triu_indices(len(x), k=1)
+    dx, dy = np.sign(x[i] - x[j]), np.sign(y[i] - y[j])
+    untied_x, untied_y = np.sum(dx != 0), np.sum(dy != 0)
+    if untied_x == 0 or untied_y == 0:
+        return None
+    return float(np.sum(dx * dy) / np.sqrt(untied_x * untied_y))
+
+
+def interval_order(a, b) -> str:
+    """`above` when interval a = (lo, hi) lies wholly above b, `below` when wholly below, else `tie` (they overlap or
+    touch)."""
+    if a[0] > b[1]:
+        return "above"
+    if a[1] < b[0]:
+        return "below"
+    return "tie"
