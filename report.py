@@ -35,7 +35,7 @@ Outputs of `--aggregate F1 F2 ... --out A`: A/aggregate.md and A/aggregate.json 
 runs, strata; probability_of_improvement: x, y, p, ci, strata; the strata used and those left out).
 Output of `--paper-table N` (N = 1, 2, 4, 6, 7): the paper's Table N (paper_results.py) with ours beside every cell,
 printed and put into each --doc; nothing else is written. One results folder per task row, --results-pattern with
-{benchmark} (dmc, cw) and {task}; Table 7's C = c from --c-pattern ({folder}_c{c}: C = 3, the default feature set, is
+{benchmark} (dmc, cw) and {task}; Table 7's C = c from --c-pattern ({folder}-c{c}: C = 3, the default feature set, is
 the task folder itself). A cell: ours (the cell format above over the seeds of that method and split; Table 1 and the
 DeepMind Control rows of Table 4 split train, Table 2, Table 7 and Table 4's CausalWorld rows split B, Table 6 split A)
 with its seed count and its rank within the row among the columns we ran, then the paper's mean ± s and its rank among
@@ -148,7 +148,7 @@ class Args:
     `<!-- /report -->` of each --doc; --results is then unused"""
     results_pattern: str = "results/{benchmark}_{task}_t5"
     """--paper-table: a task's results folder; {task} is our task name, {benchmark} `dmc` or `cw`"""
-    c_pattern: str = "{folder}_c{c}"
+    c_pattern: str = "{folder}-c{c}"
     """--paper-table 7: the results folder of feature set C = {c}, {folder} the task's --results-pattern folder; C = 3,
     the default feature set, is the task's folder itself"""
 

@@ -4,12 +4,14 @@
 # Table 4's tasks, 5 seeds, 5,000 steps, 30 evaluation episodes per split), one task after the other; then the tables.
 # Resumable: finished jobs are skipped, so run it again after a stop. A task that fails is reported and the next
 # one goes on.
-# Usage: bash scripts/tables.sh [dmc|cw|all (default)] [runner flags, e.g. --jobs 2 --threads 1]
+# `table7` runs Table 7 instead: OILCA on pushing and picking with the intervened feature sets C = 1, 2, 4, 5
+# (--tag t5-c<C>; C = 3 is the default feature set, Table 2's own runs).
+# Usage: bash scripts/tables.sh [dmc|cw|all (default)|table7] [runner flags, e.g. --jobs 2 --threads 1]
 # Knob: TASKS (a subset, e.g. TASKS="cheetah-run walker-walk" bash scripts/tables.sh dmc).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 which=${1:-all}; shift || true
-case $which in dmc|cw|all) ;; *) echo "tables.sh: first argument must be dmc, cw or all, got '$which'" >&2; exit 2;; esac
+case $which in dmc|cw|all|table7) ;; *) echo "tables.sh: first argument must be dmc, cw, all or table7, got '$which'" >&2; exit 2;; esac
 PY=${PY:-.venv/bin/python}
 DMC="cartpole-swingup walker-stand cheetah-run walker-walk finger-turn_hard fish-swim manipulator-insert_ball manipulator-insert_peg humanoid-run"
 CW="pushing picking reaching pick_and_place stacking2 towers stacked_blocks creative_stacked_blocks general"
@@ -18,7 +20,19 @@ run() {  # BENCHMARK [runner flags]
   echo "== tables.sh: $1 ($(date -u +%H:%M:%S))"
   $PY runner.py --benchmark "$@" --protocol table5 || failed+=("$1")
 }
-if [ "$which" != cw ]; then for t in ${TASKS:-$DMC}; do [[ " $DMC " == *" $t "* ]] && run "dmc:$t" "$@"; done; fi
-if [ "$which" != dmc ]; then for t in ${TASKS:-$CW}; do [[ " $CW " == *" $t "* ]] && run "cw:$t" "$@"; done; fi
+FEATURES=([1]="stage_friction" [2]="stage_friction floor_friction"
+          [4]="stage_color stage_friction floor_friction block_mass"
+          [5]="stage_color stage_friction floor_friction block_mass block_color")
+if [ "$which" = table7 ]; then
+  for t in ${TASKS:-pushing picking}; do for c in 1 2 4 5; do
+    run "cw:$t" --tag "t5-c$c" --methods oilca --collect-flags="--cw.features ${FEATURES[$c]}" "$@"
+  done; done
+fi
+report() {  # the tables of docs/tables.md from whatever results exist
+  for n in 1 2 6 4 7; do $PY report.py --paper-table $n --doc docs/tables.md > /dev/null || failed+=("table $n"); done
+}
+if [ "$which" != cw ] && [ "$which" != table7 ]; then for t in ${TASKS:-$DMC}; do [[ " $DMC " == *" $t "* ]] && run "dmc:$t" "$@"; done; fi
+if [ "$which" != dmc ] && [ "$which" != table7 ]; then for t in ${TASKS:-$CW}; do [[ " $CW " == *" $t "* ]] && run "cw:$t" "$@"; done; fi
+[[ " $* " == *" --dry-run "* ]] || report
 [ ${#failed[@]} -eq 0 ] || echo "tables.sh: failed: ${failed[*]} (see runs/<slug>_t5/logs/)" >&2
 [ ${#failed[@]} -eq 0 ]

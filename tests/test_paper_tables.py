@@ -104,7 +104,7 @@ def test_table_1_cell_numbers_ranks_and_not_run(tmp_path):
     write_runs(folder, "dmc:cartpole-swingup", "dwbc", "train", [400.0, 420.0, 410.0])
     write_runs(folder, "dmc:cartpole-swingup", "bc_exp", "train", [100.0])
     write_runs(folder, "dmc:cartpole-swingup", "bc_all", "heldout", [500.0, 510.0])  # not Table 1's split
-    rows = by_task(report.paper_rows(1, pattern(tmp_path), "{folder}_c{c}", n_resamples=2000))
+    rows = by_task(report.paper_rows(1, pattern(tmp_path), "{folder}-c{c}", n_resamples=2000))
     cells = rows["cartpole-swingup"]["cells"]
     o = cells["oilca"]
     want = stats.cell([300.0, 320.0, 340.0, 310.0, 330.0], 2000)
@@ -119,7 +119,7 @@ def test_table_1_cell_numbers_ranks_and_not_run(tmp_path):
     assert rows["cartpole-swingup"]["tau"] == pytest.approx(1 / 3)
     assert rows["walker-walk"]["tau"] is None
     assert all(c["ours"] is None for c in rows["walker-walk"]["cells"].values())  # no folder: not run
-    md = report.paper_markdown(1, list(rows.values()), pattern(tmp_path), "{folder}_c{c}", n_resamples=2000)
+    md = report.paper_markdown(1, list(rows.values()), pattern(tmp_path), "{folder}-c{c}", n_resamples=2000)
     line = line_of(md, "cartpole-swingup")
     lo, hi = want["ci"]
     assert (f"ours 320.00 ± 15.81 [{lo:.2f}, {hi:.2f}] (5 seeds, rank 2 of 3)<br>paper 608.38 ± 35.54 (rank 1)"
@@ -143,7 +143,7 @@ def test_oilca_against_dwbc_counts_every_verdict(tmp_path):
         write_runs(tmp_path / f"dmc_{task}_t5", env(task), "oilca", "train", o)
         write_runs(tmp_path / f"dmc_{task}_t5", env(task), "dwbc", "train", d)
     write_runs(tmp_path / "dmc_walker-stand_t5", env("walker-stand"), "oilca", "train", [1.0, 2.0])  # no DWBC
-    rows = report.paper_rows(1, pattern(tmp_path), "{folder}_c{c}", n_resamples=2000)
+    rows = report.paper_rows(1, pattern(tmp_path), "{folder}-c{c}", n_resamples=2000)
     verdicts = {r["task"]: report.oilca_vs_dwbc(r)[0] for r in rows}
     assert verdicts == {"cartpole-swingup": "above", "cheetah-run": "tie", "finger-turn_hard": "below",
                         "fish-swim": "below", "humanoid-run": "one seed", "manipulator-insert_ball": "not run",
@@ -151,13 +151,13 @@ def test_oilca_against_dwbc_counts_every_verdict(tmp_path):
     counts = report.paper_counts(rows)
     assert counts["ours"] == {"above": 1, "tie": 1, "below": 2, "one seed": 1, "not run": 4}
     assert counts["paper"] == {"above": 9, "tie": 0, "below": 0}  # Table 1: OILCA − s > DWBC + s on every task
-    md = report.paper_markdown(1, rows, pattern(tmp_path), "{folder}_c{c}", n_resamples=2000)
+    md = report.paper_markdown(1, rows, pattern(tmp_path), "{folder}-c{c}", n_resamples=2000)
     assert "| ours | 1 | 1 | 2 | 1 | 4 |" in md and "| paper | 9 | 0 | 0 | — | — |" in md
 
 
 def test_paper_counts_use_mean_plus_minus_s():
     # Table 6, general: OILCA 964.32 ± 17.08 against DWBC 786.44 ± 18.52 is above; Table 2 has OILCA above on all 9
-    rows = report.paper_rows(6, "/nonexistent/{benchmark}_{task}", "{folder}_c{c}", n_resamples=100)
+    rows = report.paper_rows(6, "/nonexistent/{benchmark}_{task}", "{folder}-c{c}", n_resamples=100)
     assert report.paper_counts(rows)["paper"] == {"above": 9, "tie": 0, "below": 0}
     fake = {"cells": {"oilca": {"ours": None, "paper": (100.0, 10.0)}, "dwbc": {"ours": None, "paper": (85.0, 5.0)}}}
     assert report.oilca_vs_dwbc(fake) == ("not run", "tie")  # 90 … 110 against 80 … 90: they touch
@@ -174,8 +174,8 @@ def test_causalworld_tables_take_their_split_rank_and_show_success(tmp_path):
         write_runs(folder, "cw:pushing", "oilca", split, [5.0 + shift, 6.0 + shift], success=[0.5, 0.7])
         write_runs(folder, "cw:pushing", "dwbc", split, [9.0 + shift, 10.0 + shift], success=[0.8, 0.9])
         write_runs(folder, "cw:pushing", "bc_exp", split, [1.0 + shift, 2.0 + shift], success=[0.1, 0.2])
-    b = by_task(report.paper_rows(2, pattern(tmp_path), "{folder}_c{c}", n_resamples=500))["pushing"]
-    a = by_task(report.paper_rows(6, pattern(tmp_path), "{folder}_c{c}", n_resamples=500))["pushing"]
+    b = by_task(report.paper_rows(2, pattern(tmp_path), "{folder}-c{c}", n_resamples=500))["pushing"]
+    a = by_task(report.paper_rows(6, pattern(tmp_path), "{folder}-c{c}", n_resamples=500))["pushing"]
     assert b["split"] == "B" and b["cells"]["oilca"]["ours"]["mean"] == 2.5  # space B: 3 lower
     assert a["split"] == "A" and a["cells"]["oilca"]["ours"]["mean"] == 5.5
     assert b["cells"]["oilca"]["success"]["mean"] == pytest.approx(0.6)
@@ -183,7 +183,7 @@ def test_causalworld_tables_take_their_split_rank_and_show_success(tmp_path):
     assert {m: b["cells"][m]["rank"] for m in ("dwbc", "oilca", "bc_exp")} == {"dwbc": 1, "oilca": 2, "bc_exp": 3}
     assert {m: b["cells"][m]["paper_rank"] for m in ("oilca", "dwbc", "bc_exp")} == {"oilca": 1, "dwbc": 2, "bc_exp": 4}
     assert b["tau"] == pytest.approx(1 / 3)
-    md = report.paper_markdown(2, [b], pattern(tmp_path), "{folder}_c{c}", n_resamples=500)
+    md = report.paper_markdown(2, [b], pattern(tmp_path), "{folder}-c{c}", n_resamples=500)
     assert "raw returns are not compared across" in md and "raw numbers sit side by side" not in md
     success = md.split("Our fractional success on the CausalWorld rows")[1]
     assert "| pushing | 0.15 ± 0.07 [0.10, 0.20] (2) | not run |" in success  # n = 2: the interval is [min, max]
@@ -194,11 +194,11 @@ def test_table_4_mixes_dmc_train_and_causalworld_b(tmp_path):
     write_runs(tmp_path / "dmc_fish-swim_t5", "dmc:fish-swim", "oril_ca", "train", [150.0, 160.0])
     write_runs(tmp_path / "cw_picking_t5", "cw:picking", "oril_ca", "B", [3.0, 4.0], success=[0.3, 0.4])
     write_runs(tmp_path / "cw_picking_t5", "cw:picking", "oril_ca", "A", [30.0, 40.0], success=[0.3, 0.4])
-    rows = by_task(report.paper_rows(4, pattern(tmp_path), "{folder}_c{c}", n_resamples=300))
+    rows = by_task(report.paper_rows(4, pattern(tmp_path), "{folder}-c{c}", n_resamples=300))
     assert list(rows) == list(paper_results.TABLE_4)
     assert rows["fish-swim"]["cells"]["oril_ca"]["ours"]["mean"] == 155.0
     assert rows["picking"]["cells"]["oril_ca"]["ours"]["mean"] == 3.5  # space B, not A
-    md = report.paper_markdown(4, list(rows.values()), pattern(tmp_path), "{folder}_c{c}", n_resamples=300)
+    md = report.paper_markdown(4, list(rows.values()), pattern(tmp_path), "{folder}-c{c}", n_resamples=300)
     assert "| task | ORIL | ORIL+CA | BCND | BCND+CA | DWBC | OILCA | τ |" in md
     assert "raw numbers sit side by side" in md and "raw returns are not compared across" in md
     assert "290.29 ± 10.07, Table 1 as 290.28" in md  # the paper's mismatch, under its table
@@ -209,16 +209,16 @@ def test_table_4_mixes_dmc_train_and_causalworld_b(tmp_path):
 def test_table_7_reads_one_folder_per_feature_set(tmp_path):
     base = tmp_path / "cw_reaching_t5"
     write_runs(base, "cw:reaching", "oilca", "B", [30.0, 31.0], success=[0.3, 0.3])  # C = 3: the task folder
-    write_runs(tmp_path / "cw_reaching_t5_c1", "cw:reaching", "oilca", "B", [10.0, 11.0], success=[0.1, 0.1])
-    write_runs(tmp_path / "cw_reaching_t5_c5", "cw:reaching", "oilca", "B", [50.0, 51.0], success=[0.5, 0.5])
-    write_runs(tmp_path / "cw_reaching_t5_c4", "cw:reaching", "dwbc", "B", [1.0, 2.0])  # not OILCA: not run
-    folders = report.paper_folders(7, pattern(tmp_path), "{folder}_c{c}")
-    assert folders["reaching"][3] == str(base) and folders["reaching"][1] == f"{base}_c1"
-    row = by_task(report.paper_rows(7, pattern(tmp_path), "{folder}_c{c}", n_resamples=300))["reaching"]
+    write_runs(tmp_path / "cw_reaching_t5-c1", "cw:reaching", "oilca", "B", [10.0, 11.0], success=[0.1, 0.1])
+    write_runs(tmp_path / "cw_reaching_t5-c5", "cw:reaching", "oilca", "B", [50.0, 51.0], success=[0.5, 0.5])
+    write_runs(tmp_path / "cw_reaching_t5-c4", "cw:reaching", "dwbc", "B", [1.0, 2.0])  # not OILCA: not run
+    folders = report.paper_folders(7, pattern(tmp_path), "{folder}-c{c}")
+    assert folders["reaching"][3] == str(base) and folders["reaching"][1] == f"{base}-c1"
+    row = by_task(report.paper_rows(7, pattern(tmp_path), "{folder}-c{c}", n_resamples=300))["reaching"]
     assert [row["cells"][c]["ours"]["mean"] if row["cells"][c]["ours"] else None for c in (1, 2, 3, 4, 5)] == \
         [10.5, None, 30.5, None, 50.5]
     assert row["tau"] == 1.0 and [row["cells"][c]["rank"] for c in (1, 3, 5)] == [3, 2, 1]
-    md = report.paper_markdown(7, [row], pattern(tmp_path), "{folder}_c{c}", n_resamples=300)
+    md = report.paper_markdown(7, [row], pattern(tmp_path), "{folder}-c{c}", n_resamples=300)
     assert "| task | C = 1 | C = 2 | C = 3 | C = 4 | C = 5 | τ |" in md and "no OILCA-against-DWBC count" in md
     assert "| ours |" not in md
 
@@ -230,8 +230,8 @@ def test_a_folder_note_is_a_footnote_on_its_row(tmp_path):
     (folder / "note.md").write_text("SAC reached only 120\n")
     os.makedirs(tmp_path / "dmc_walker-walk_t5")
     (tmp_path / "dmc_walker-walk_t5" / "note.md").write_text("data only, no policy yet\n")  # a note, no results
-    md = report.paper_markdown(1, report.paper_rows(1, pattern(tmp_path), "{folder}_c{c}", n_resamples=200),
-                               pattern(tmp_path), "{folder}_c{c}", n_resamples=200)
+    md = report.paper_markdown(1, report.paper_rows(1, pattern(tmp_path), "{folder}-c{c}", n_resamples=200),
+                               pattern(tmp_path), "{folder}-c{c}", n_resamples=200)
     assert line_of(md, "humanoid-run").startswith("| humanoid-run [1] | ")
     assert line_of(md, "walker-walk").startswith("| walker-walk [2] | not run")
     assert (f"Notes: [1] `{folder}`: SAC reached only 120; [2] `{tmp_path / 'dmc_walker-walk_t5'}`: data only, no "
