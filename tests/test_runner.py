@@ -240,11 +240,11 @@ def test_ray_backend_gives_the_same_results(local, tmp_path):
 
 def test_code_changes_make_jobs_stale(tmp_path, monkeypatch):
     # the code of a job: its script and the repo modules it imports, directly, lazily or through envs.py's backends
-    assert runner.code_files("train_dwbc.py") == ["checks.py", "contract.py", "cw_env.py", "dmc_env.py", "envs.py",
-                                                  "policy.py", "progress.py", "toy_env.py", "train_dwbc.py"]
+    assert runner.code_files("train_dwbc.py") == ["checks.py", "contract.py", "cw_env.py", "cw_scripted.py", "dmc_env.py",
+                                                  "envs.py", "policy.py", "progress.py", "toy_env.py", "train_dwbc.py"]
     # contract.py checks a dataset's env description through envs.py, so every stage depends on the backends
-    assert runner.code_files("train_ivae.py") == ["checks.py", "contract.py", "cw_env.py", "dmc_env.py", "envs.py",
-                                                  "ivae.py", "progress.py", "toy_env.py", "train_ivae.py"]
+    assert runner.code_files("train_ivae.py") == ["checks.py", "contract.py", "cw_env.py", "cw_scripted.py", "dmc_env.py",
+                                                  "envs.py", "ivae.py", "progress.py", "toy_env.py", "train_ivae.py"]
     # a change to an imported module changes the digest; a module that is not imported does not
     monkeypatch.setattr(runner, "REPO", str(tmp_path))
     (tmp_path / "stage.py").write_text("import numpy as np\nimport shared\n\ndef f():\n    from lazy import g\n")
