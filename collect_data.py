@@ -108,6 +108,8 @@ def backend_args(args: Args, backend: str) -> dict:
     arg_dict.pop("force"), arg_dict.pop("out")
     if arg_dict["expert_episodes"] is None:
         arg_dict.pop("expert_episodes")  # datasets made before the flag existed keep their records
+    if arg_dict.get("cw", {}).get("expert") == "shipped":
+        arg_dict["cw"].pop("expert")  # datasets made before --cw.expert existed keep their records
     for key in envs.BACKENDS:
         if key != backend:
             arg_dict.pop(key, None)  # gym: has no collection options (its data comes from minari_import.py)

@@ -19,7 +19,9 @@ Data (`collect`, used by `collect_data.py --env cw:<task>`):
     variables keep their defaults. The class table is recorded in the metadata (`class_table`).
   * Every episode samples a new goal from space A (the task's own goal sampler, seeded per episode), so episodes
     differ; the blocks start from the task's default pose. pick_and_place keeps its default goal, because its
-    shipped expert was trained on that goal only (success 1.0 there, about 0.1 on resampled goals). Episodes last the task's default time limit
+    shipped expert was trained on that goal only (success 1.0 there, about 0.1 on resampled goals); so do towers,
+    stacked_blocks, creative_stacked_blocks and general, whose goal samplers change the number and size of the blocks
+    (hence the observation size). Episodes last the task's default time limit
     (pushing/picking 10 s = 833 steps at skip_frame 3, reaching 416, pick_and_place 1666); the end is a timeout.
   * Behaviour policies of graded quality, round-robin over the episodes of every class: the expert plus Gaussian
     action noise of std `noise_levels[i]` (in normalised joint-position units, clipped to [-1, 1]), optional
@@ -27,8 +29,11 @@ Data (`collect`, used by `collect_data.py --env cw:<task>`):
   * The expert is the PPO policy shipped inside the causal-world package (reaching, pushing, picking,
     pick_and_place, stacking2), run with numpy/torch from its stable-baselines zip (no TensorFlow): a tanh MLP on
     normalised observations whose mean action is clipped to [-1, 1], as PPO2.predict(deterministic=True) does.
-    towers, stacked_blocks, creative_stacked_blocks and general ship no expert: pass a train_behavior.py snapshot
-    as `--cw.expert-snapshot`.
+    The shipped stacking2 expert never stacks (it carries the lower block about; docs/causalworld.md), and
+    towers, stacked_blocks, creative_stacked_blocks and general ship no expert: for these block tasks
+    `--cw.expert scripted` uses cw_scripted.py's pick-and-place script instead, bridged to normalised joint positions
+    by inverse kinematics (recorded as env_config.expert), or pass a train_behavior.py snapshot as
+    `--cw.expert-snapshot`.
 Observations are CausalWorld's normalised structured observations, actions its normalised joint positions.
 
 Evaluation (`rollout`, used by `evaluate.py --env cw:<task> --space A|B`): every episode draws each intervened
@@ -43,7 +48,8 @@ and gym 0.26.2 (scripts/setup.sh); `np.bool` / `np.float` are shimmed before imp
 `True`); gym's import banner is silenced. The env is created after our seeding and never touches our generators:
 every episode reseeds the global numpy RNG it uses for goals from its own seed.
 
-Run `python cw_env.py --tasks pushing picking pick_and_place --episodes 10` to measure the shipped experts.
+Run `python cw_env.py --tasks pushing picking pick_and_place --episodes 10` to measure the shipped experts, and
+`python cw_env.py --tasks stacking2 towers --expert scripted --episodes 10` the scripted one.
 """
 
 import contextlib
@@ -70,7 +76,11 @@ BLOCK_FEATURES = {"block_mass": "mass", "block_color": "color"}
 FEATURES = ARENA_FEATURES + tuple(BLOCK_FEATURES)
 # The shipped pick_and_place expert (pick_and_place_ppo_curr0) was trained on the default goal only: with goals
 # resampled from space A its fractional success drops from 1.0 to about 0.1, so this task keeps its default goal.
-DEFAULT_GOAL_TASKS = ("pick_and_place",)
+# towers, stacked_blocks, creative_stacked_blocks and general resample the goal *structure* (number and size of the
+# blocks), which changes the observation size between episodes: they keep their default goal too.
+DEFAULT_GOAL_TASKS = ("pick_and_place", "towers", "stacked_blocks", "creative_stacked_blocks", "general")
+SCRIPTED_TASKS = ("stacking2", "towers", "stacked_blocks", "creative_stacked_blocks", "general")
+EXPERTS = ("shipped", "scripted")
 ACT_DIM = 9  # three fingers × three joints
 
 
@@ -90,9 +100,12 @@ class CWConfig:
     """std of the Gaussian noise added to the expert's normalised action, one behaviour policy each"""
     random_policy: bool = True
     """also use uniform-random actions as a behaviour policy"""
+    expert: str = "shipped"
+    """the expert behind the graded behaviours: `shipped` (the PPO expert inside causal-world) or `scripted`
+    (cw_scripted.py's pick-and-place script through inverse kinematics; the block tasks stacking2, towers,
+    stacked_blocks, creative_stacked_blocks, general)"""
     expert_snapshot: Optional[str] = None
-    """policy artifact (train_behavior.py) used as the expert instead of the shipped PPO expert; needed for
-    towers, stacked_blocks, creative_stacked_blocks and general"""
+    """policy artifact (train_behavior.py) used as the expert instead of the shipped PPO expert"""
     snapshots: Tuple[str, ...] = ()
     """further behaviour policies: policy artifacts of train_behavior.py, run without noise"""
     skip_frame: int = 3
@@ -346,9 +359,25 @@ def load_snapshot(path: str, obs_dim: int, env_id: str) -> Tuple[Callable, dict]
     return contract.build_policy(art), {"path": path, "train_step": art.get("train_step")}
 
 
-def load_expert(task: str, obs_dim: int, expert_snapshot: Optional[str]) -> Tuple[Callable, dict]:
-    """(policy, description): the shipped PPO expert, or a train_behavior.py snapshot."""
+def check_expert(task: str, expert: str, expert_snapshot: Optional[str] = None) -> None:
+    if expert not in EXPERTS:
+        raise ValueError(f"--cw.expert must be one of {', '.join(EXPERTS)}, got '{expert}'")
+    if expert == "scripted" and task not in SCRIPTED_TASKS:
+        raise ValueError(f"--cw.expert scripted is for the block tasks {', '.join(SCRIPTED_TASKS)}, not cw:{task}")
+    if expert == "scripted" and expert_snapshot:
+        raise ValueError("--cw.expert scripted and --cw.expert-snapshot name two experts: give one")
+
+
+def load_expert(task: str, obs_dim: int, expert_snapshot: Optional[str],
+                expert: str = "shipped") -> Tuple[Callable, dict]:
+    """(policy, description): the shipped PPO expert, the scripted one, or a train_behavior.py snapshot."""
     env_id = f"cw:{task}"
+    check_expert(task, expert, expert_snapshot)
+    if expert == "scripted":
+        import cw_scripted
+
+        return cw_scripted.ScriptedExpert(), {"source": "scripted pick-and-place through inverse kinematics "
+                                                        "(cw_scripted.py)"}
     if expert_snapshot:
         policy, info = load_snapshot(expert_snapshot, obs_dim, env_id)
         return policy, {"source": "snapshot", **info}
@@ -362,7 +391,7 @@ def behaviour_table(cfg: CWConfig, task: str, obs_dim: int) -> Tuple[list, list]
     """(descriptions with a 'label', specs (kind, policy, noise_std)) of the behaviour policies."""
     table, specs = [], []
     if cfg.noise_levels:
-        expert, info = load_expert(task, obs_dim, cfg.expert_snapshot)
+        expert, info = load_expert(task, obs_dim, cfg.expert_snapshot, cfg.expert)
         for s in cfg.noise_levels:
             if s < 0:
                 raise ValueError(f"--cw.noise-levels must be >= 0, got {s}")
@@ -409,7 +438,9 @@ def run_episodes(task: str, skip_frame: int, T: int, interventions: List[dict], 
                 a = np.zeros((len(idx), ACT_DIM))
                 for p, (kind, policy, noise) in enumerate(specs):
                     rows = np.flatnonzero(ep_specs[idx] == p)
-                    if len(rows) and kind == "policy":
+                    if len(rows) and kind == "policy" and getattr(policy, "needs_env", False):  # scripted expert
+                        a[rows] = policy.act([envs[j] for j in rows], s[rows], t)
+                    elif len(rows) and kind == "policy":
                         a[rows] = policy(s[rows])
                 for j, i in enumerate(idx):
                     kind, _, noise = specs[ep_specs[i]]
@@ -451,6 +482,7 @@ def collect(cfg: CWConfig, task: str, seed: int) -> dict:
         raise ValueError("need --cw.episodes, --cw.n-classes, --cw.lockstep and --cw.skip-frame >= 1")
     if cfg.episode_len is not None and cfg.episode_len < 1:
         raise ValueError("--cw.episode-len must be >= 1")
+    check_expert(task, cfg.expert, cfg.expert_snapshot)
     rng = np.random.default_rng(seed)
     probe = make_env(task, seed, cfg.skip_frame)  # created after seeding; it reseeds only numpy's global RNG
     spaces = feature_spaces(probe, task, features)
@@ -484,6 +516,8 @@ def collect(cfg: CWConfig, task: str, seed: int) -> dict:
         b["mean_success"] = round(float(out["success"][policy_ids == p].mean()), 4) if (policy_ids == p).any() else None
     env_config = {"task": task, "skip_frame": cfg.skip_frame, "episode_len": T, "features": features,
                   "goal_space": "A", "goals": goal_mode(task), "expert_snapshot": cfg.expert_snapshot}
+    if cfg.expert != "shipped":  # recorded only when set, so datasets of the shipped experts keep their metadata
+        env_config["expert"] = cfg.expert
     spec = {"env_id": env_id, "obs_dim": obs_dim, "act_dim": ACT_DIM, "action_low": [-1.0] * ACT_DIM,
             "action_high": [1.0] * ACT_DIM, "episode_len": T, "n_classes": cfg.n_classes, "heldout_classes": [],
             "aux_meaning": f"index of the fixed do-intervention on {features} inside CausalWorld's space A "
@@ -569,7 +603,7 @@ def reference_policy(spec: dict, kind: str, seed: int) -> Callable:
     if kind != "expert":
         raise ValueError(f"unknown reference policy '{kind}': use expert or random")
     cfg = _config(spec)
-    return load_expert(cfg["task"], spec["obs_dim"], cfg.get("expert_snapshot"))[0]
+    return load_expert(cfg["task"], spec["obs_dim"], cfg.get("expert_snapshot"), cfg.get("expert", "shipped"))[0]
 
 
 class CWEnv:
@@ -605,7 +639,9 @@ class CWEnv:
 @dataclass
 class Args:
     tasks: Tuple[str, ...] = ("pushing", "picking", "pick_and_place")
-    """CausalWorld tasks whose shipped expert is measured"""
+    """CausalWorld tasks whose expert is measured"""
+    expert: str = "shipped"
+    """`shipped` (PPO) or `scripted` (cw_scripted.py, block tasks only)"""
     episodes: int = 10
     """episodes per task and space"""
     space: Tuple[str, ...] = ("A",)
@@ -624,7 +660,8 @@ def main(args: Args) -> list:
         env = make_env(task, args.seed)
         spec = {"env_id": f"cw:{task}", "obs_dim": int(env.observation_space.shape[0]),
                 "spaces": feature_spaces(env, task, ARENA_FEATURES),
-                "env_config": {"task": task, "skip_frame": 3, "episode_len": default_episode_len(env)}}
+                "env_config": {"task": task, "skip_frame": 3, "episode_len": default_episode_len(env),
+                               "expert": args.expert}}
         env.close()
         for kind in ("expert", "random") if args.random else ("expert",):
             for split in args.space:
@@ -638,7 +675,7 @@ def main(args: Args) -> list:
                 else:
                     res = rollout(spec, policy, split, [], args.episodes, args.seed)
                 dt = time.time() - t0
-                row = {"task": task, "policy": kind, "space": split, "episodes": args.episodes,
+                row = {"task": task, "policy": kind, "expert": args.expert, "space": split, "episodes": args.episodes,
                        "mean_success": float(res["success"].mean()), "min_success": float(res["success"].min()),
                        "mean_return": float(res["returns"].mean()), "std_return": float(res["returns"].std()),
                        "steps_per_s": args.episodes * spec["env_config"]["episode_len"] / dt}

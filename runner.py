@@ -20,7 +20,8 @@ slug = toy, toy_paper (--benchmark toy:paper), dmc_<task> or cw_<task>.
 Skip rule: after a job succeeds its record stores its argv, a digest of its code (the stage script and every repo
 module it imports) and the sha256 of each input and output file (with size and mtime, so an unchanged file is not
 hashed again). A job is up to date iff the record's argv, code, input and output digests match; otherwise
-it runs, and so does everything downstream of it. --force runs everything. The stages that keep their own
+it runs, and so does everything downstream of it whose inputs then change: a job below a re-run one is checked again
+when its turn comes and skipped if its inputs came out byte-identical. --force runs everything. The stages that keep their own
 same-argument outputs (collect_data.py, train_ivae.py) get --force: the record decides.
 
 Threads: every job that takes --threads (the trainers, augment.py, train_ivae.py, SAC) gets --threads T,
@@ -212,6 +213,7 @@ class Job:
     log: str = ""
     record: str = ""
     backend: str = ""  # the benchmark's env backend (toy, dmc, cw): the other backends' modules are not its code
+    recheck: bool = False  # it runs only because an upstream job runs: skipped if its inputs come out unchanged
 
 
 def cpu_cores() -> int:
@@ -524,11 +526,15 @@ def up_to_date(job: Job) -> bool:
 
 
 def plan(jobs: List[Job], force: bool) -> Dict[str, str]:
-    """'run' or 'skip' per job: a job runs if it is not up to date or anything upstream of it runs."""
+    """'run' or 'skip' per job: a job runs if it is not up to date or anything upstream of it runs. A job that is up
+    to date itself but has an upstream job to run is marked `recheck`: when its turn comes it is checked again and
+    skipped if its inputs came out byte-identical (early cut-off: a re-run that reproduces its outputs, e.g. after a
+    code change that leaves the numbers alone, does not re-run everything below it)."""
     state: Dict[str, str] = {}
     for j in jobs:
-        run = force or any(state[d] == "run" for d in j.deps) or not up_to_date(j)
-        state[j.name] = "run" if run else "skip"
+        upstream = any(state[d] == "run" for d in j.deps)
+        j.recheck = upstream and not force and up_to_date(j)
+        state[j.name] = "run" if force or upstream or not up_to_date(j) else "skip"
     return state
 
 
@@ -542,6 +548,8 @@ def command(job: Job) -> str:
 def execute(job: Job, env: dict) -> dict:
     """Run the job's script, its output into its log; on success write its record (atomically). Never raises."""
     at, start = lambda f: os.path.join(REPO, f), time.time()
+    if job.recheck and up_to_date(job):
+        return {"name": job.name, "ok": True, "rc": 0, "start": start, "end": time.time(), "unchanged": True}
     code = code_digest(job)  # the code as the job starts: an edit while it runs leaves it stale
     try:
         for f in [job.log, job.record, *job.outputs]:
@@ -659,7 +667,9 @@ def main(args: Args) -> dict:
     print(f"runner: --threads {args.threads} for every job that takes it ({why})")
     if args.dry_run:
         print("\n".join(f"{j['state']:<4} {j['name']:<22} {j['command']}" for j in listing))
-        print(f"dry run: {sum(s == 'run' for s in state.values())} of {len(jobs)} jobs would run")
+        maybe = sum(j.recheck for j in jobs)
+        print(f"dry run: {sum(s == 'run' for s in state.values())} of {len(jobs)} jobs would run"
+              + (f" ({maybe} of them only if an upstream output changes)" if maybe else ""))
         return {"jobs": listing, "ran": [], "failed": [], "ok": True}
 
     runs, res = (os.path.join(os.path.abspath(args.root), d, p["slug"]) for d in ("runs", "results"))
@@ -677,8 +687,10 @@ def main(args: Args) -> dict:
 
     def on_done(r: dict):
         results[r["name"]] = r
-        if r["ok"] or r["rc"] is not None:
-            n_ok = sum(x["ok"] for x in results.values())
+        if r.get("unchanged"):
+            print(f"[skip] {r['name']} (its inputs came out unchanged)", flush=True)
+        elif r["ok"] or r["rc"] is not None:
+            n_ok = sum(x["ok"] and not x.get("unchanged") for x in results.values())
             done = f"done {n_ok}/{len(todo)}" if r["ok"] else f"FAILED, exit {r['rc']}"
             print(f"[{done}] {r['name']} {r['end'] - r['start']:.1f}s", flush=True)
             failed.extend([] if r["ok"] else [r["name"]])
@@ -693,7 +705,8 @@ def main(args: Args) -> dict:
             os.remove(stop_file)
 
     # timing: per stage the wall time from its first start to its last end (stages overlap), and the total
-    ran = [r for r in results.values() if r["ok"]]
+    ran = [r for r in results.values() if r["ok"] and not r.get("unchanged")]
+    unchanged = {r["name"] for r in results.values() if r.get("unchanged")}
     timing, total = {}, time.time() - t0  # this invocation's: the stages that ran jobs now, and its wall time
     print(f"\n{'stage':<14}{'ran':>5}{'skipped':>9}{'wall s':>9}{'job s':>9}")
     for stage in dict.fromkeys(j.stage for j in jobs):
@@ -701,14 +714,14 @@ def main(args: Args) -> dict:
         wall = round(max(r["end"] for r in rs) - min(r["start"] for r in rs), 1) if rs else 0.0
         if rs:
             timing[stage] = wall
-        skipped = sum(state[j.name] == "skip" for j in jobs if j.stage == stage)
+        skipped = sum(state[j.name] == "skip" or j.name in unchanged for j in jobs if j.stage == stage)
         print(f"{stage:<14}{len(rs):>5}{skipped:>9}{wall:>9.1f}{sum(r['end'] - r['start'] for r in rs):>9.1f}")
     timing["total"] = round(total, 1)
-    print(f"{'total':<14}{len(ran):>5}{len(jobs) - len(todo):>9}{total:>9.1f}")
+    print(f"{'total':<14}{len(ran):>5}{len(jobs) - len(todo) + len(unchanged):>9}{total:>9.1f}")
     if ran and not failed:  # an all-skipped run keeps the timing of the run that made the results
         write_timing(os.path.join(res, "timing.json"), timing, [j.stage for j in jobs])
     if failed:
-        print(f"not run after the failure: {len(todo) - len(ran) - len(failed)} jobs")
+        print(f"not run after the failure: {len(todo) - len(ran) - len(unchanged) - len(failed)} jobs")
         print(f"error: job {failed[0]} failed; see {next(j.log for j in jobs if j.name == failed[0])}", file=sys.stderr)
     return {"jobs": listing, "ran": [r["name"] for r in ran], "failed": failed, "timing": timing, "ok": not failed}
 

@@ -75,6 +75,7 @@ def test_goal_modes():
     assert np.array_equal(*default)
     env.close()
     assert cw_env.goal_mode("pick_and_place") == "default" and cw_env.goal_mode("picking") == "resample"
+    assert cw_env.goal_mode("towers") == "default"  # its goal sampler changes the number of blocks
 
 
 def test_class_table_and_bad_values():
@@ -106,6 +107,7 @@ def test_collect_tiny_dataset(tiny_cw):
     assert meta["env_config"]["task"] == "pushing" and meta["env_config"]["episode_len"] == 12
     assert [b["label"] for b in meta["behavior_policies"]][:2] == ["expert", "expert+N(0,0.5²)"]
     assert np.all(np.abs(d["actions"]) <= 1)
+    assert "expert" not in meta["collect_args"]["cw"] and "expert" not in meta["env_config"]  # records as before
     # goals are resampled per episode: the goal part of the first observation differs between episodes
     first = d["observations"][d["episode_ids"] == 0][0], d["observations"][d["episode_ids"] == 3][0]
     assert not np.array_equal(*first)
