@@ -1,0 +1,30 @@
+"""scripts/tables.sh: the paper's table rows task by task through `runner.py --protocol table5` (dry runs only)."""
+
+import os
+import subprocess
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def tables(*args, tasks=None):
+    env = {**os.environ, **({"TASKS": tasks} if tasks else {})}
+    return subprocess.run(["bash", "scripts/tables.sh", *args], cwd=ROOT, env=env, capture_output=True, text=True)
+
+
+def test_bad_first_argument_is_one_line_error():
+    out = tables("tabel7")
+    assert out.returncode == 2 and out.stderr.strip() == \
+        "tables.sh: first argument must be dmc, cw, all or table7, got 'tabel7'"
+
+
+def test_causalworld_sources_per_task_and_table7_feature_sets():
+    out = tables("cw", "--dry-run", tasks="towers creative_stacked_blocks")
+    assert out.returncode == 0, out.stderr
+    assert "--out data/cw_towers_t5.npz --seed 0 --cw.episodes 600 --expert-episodes 13 --cw.expert scripted" in out.stdout
+    assert "cw:creative_stacked_blocks skipped" in out.stdout and "cw_creative_stacked_blocks_t5.npz" not in out.stdout
+    out = tables("table7", "--dry-run", tasks="picking")
+    collects = [line for line in out.stdout.splitlines() if " collect " in line]
+    assert [c.split("--out data/")[1].split(".npz")[0] for c in collects] == [f"cw_picking_t5-c{c}" for c in (1, 2, 4, 5)]
+    assert collects[0].endswith("--cw.features stage_friction --force")
+    assert collects[3].endswith("--cw.features stage_color stage_friction floor_friction block_mass block_color --force")
+    assert "oilca_s4" in out.stdout and "dwbc_s0" not in out.stdout
