@@ -62,6 +62,7 @@ import tyro
 import checks
 import contract
 import envs
+import paper_results
 
 REPO = os.path.dirname(os.path.abspath(__file__))
 BASELINES = ("oril", "bcnd", "lobsdice", "oril_ca", "bcnd_ca")
@@ -102,8 +103,6 @@ PAPER = dict(seeds=(0, 1, 2, 3, 4), steps=200_000, episodes=100, ratio=1.0,
 # sizes with exactly its D_E count, ratio 1.0, the seven columns (and +CA on Table 4's tasks), 5 seeds, 30 evaluation
 # episodes per split, 5,000 policy steps; SAC 100k env steps where the task's behaviour run already reached its
 # expert by then (docs/dmc.md), 200k elsewhere. Files under <slug>_t5.
-TABLE4 = {"dmc": ("cartpole-swingup", "cheetah-run", "finger-turn_hard", "fish-swim"),
-          "cw": ("reaching", "pushing", "picking", "pick_and_place")}
 TABLES = dict(seeds=(0, 1, 2, 3, 4), steps=5000, episodes=30, ratio=1.0)
 TABLES_SAC_STEPS = {"cartpole-swingup": 100_000, "walker-stand": 100_000}
 PRESETS = {  # per benchmark: the defaults of every Args field left as None, and fixed flags
@@ -243,7 +242,8 @@ def resolve(args: Args) -> Tuple[Args, dict]:
     if args.protocol == "table5":
         if backend not in TABLE5:
             raise SystemExit(f"error: --protocol table5: the paper's tables have no {backend} rows (dmc:<task> or cw:<task>)")
-        preset.update(TABLES, methods=METHODS[:4] + BASELINES[:3] + (BASELINES[3:] if task in TABLE4[backend] else ()))
+        columns = set(paper_results.METHODS) | (set(paper_results.CA_METHODS) if task in paper_results.TABLE_4 else set())
+        preset.update(TABLES, methods=tuple(m for m in METHODS if m in columns))  # Table 1/2's columns, + Table 4's
         if backend == "dmc":
             preset["sac_steps"] = TABLES_SAC_STEPS.get(task, 200_000)
     if args.protocol == "paper":
@@ -532,9 +532,9 @@ def plan(jobs: List[Job], force: bool) -> Dict[str, str]:
     code change that leaves the numbers alone, does not re-run everything below it)."""
     state: Dict[str, str] = {}
     for j in jobs:
-        upstream = any(state[d] == "run" for d in j.deps)
-        j.recheck = upstream and not force and up_to_date(j)
-        state[j.name] = "run" if force or upstream or not up_to_date(j) else "skip"
+        upstream, fresh = any(state[d] == "run" for d in j.deps), not force and up_to_date(j)
+        j.recheck = upstream and fresh
+        state[j.name] = "skip" if fresh and not upstream else "run"
     return state
 
 

@@ -20,10 +20,9 @@ run() {  # BENCHMARK [runner flags]
   echo "== tables.sh: $1 ($(date -u +%H:%M:%S))"
   $PY runner.py --benchmark "$@" --protocol table5 || failed+=("$1")
 }
-FEATURES=([1]="stage_friction" [2]="stage_friction floor_friction"
-          [4]="stage_color stage_friction floor_friction block_mass"
-          [5]="stage_color stage_friction floor_friction block_mass block_color")
 if [ "$which" = table7 ]; then
+  declare -A FEATURES  # Table 7's feature sets, as paper_results.py transcribes them
+  for c in 1 2 4 5; do FEATURES[$c]=$($PY -c "import paper_results; print(*paper_results.FEATURE_SETS[$c])") || exit 1; done
   for t in ${TASKS:-pushing picking}; do for c in 1 2 4 5; do
     run "cw:$t" --tag "t5-c$c" --methods oilca --collect-flags="--cw.features ${FEATURES[$c]}" "$@"
   done; done
