@@ -6,7 +6,9 @@ Stage graph (a job per box, seed and ratio; each job runs one stage script in a 
    ├─► train_ivae.py ─────────────────────┐
    ├─► train_bc.py BC-exp (the sampler) ──┴─► augment.py (seed, ratio) ─► train_dwbc.py OILCA and Fig. 5 ratios,
    │                                                                      train_oril.py / train_bcnd.py +CA
+   │                                                                      (train_ilid.py / train_iswbc.py +CA)
    ├─► train_bc.py BC-all, train_dwbc.py DWBC, train_oril.py, train_bcnd.py, train_lobsdice.py
+   │   (train_ilid.py, train_iswbc.py: the `newer` group, only when asked for)
    ├─► evaluate.py --reference expert | random
    └─► scripts/return_hist.py (dmc, cw)
   Every trainer evaluates its policy in-process (--final-eval); report.py then reads all results: table, figures.
@@ -40,6 +42,7 @@ local instance with --jobs CPUs). After a failure no new job starts; running one
 Examples:
   python runner.py                                         # the toy main job (Fig. 3-5, the results table)
   python runner.py --methods bc_exp bc_all dwbc oilca baselines --dry-run
+  python runner.py --methods bc_exp bc_all dwbc oilca newer --dry-run   # ILID, ISW-BC and their +CA
   python runner.py --benchmark dmc:cartpole-swingup --jobs 4
   python runner.py --benchmark cw:pushing --backend ray --ray-address auto
 """
@@ -66,10 +69,11 @@ import paper_results
 
 REPO = os.path.dirname(os.path.abspath(__file__))
 BASELINES = ("oril", "bcnd", "lobsdice", "oril_ca", "bcnd_ca")
+NEWER = ("ilid", "iswbc", "ilid_ca", "iswbc_ca")  # newer baselines (ILID, ISW-BC and their +CA), opt-in everywhere
 # OILCA variants: which policy labels the augmented rows (the sampler axis) and the controls that isolate each part
 SAMPLERS = ("oilca_bc_all", "oilca_dwbc", "oilca_oracle", "oilca_selected")
 CONTROLS = ("oilca_oracle", "dwbc_expert_data", "oilca_authors", "oilca_copy")
-GROUPS = {"baselines": BASELINES, "samplers": SAMPLERS, "controls": CONTROLS}
+GROUPS = {"baselines": BASELINES, "newer": NEWER, "samplers": SAMPLERS, "controls": CONTROLS}
 # method -> how its dataset is made from D_all: augment.py flags, the sampler policy (a method whose seed-k policy
 # labels seed k's rows; "selected": select_sampler.py's choice), whether the iVAE is used, extra train_dwbc.py flags
 VARIANTS = {
@@ -83,6 +87,7 @@ VARIANTS = {
     "dwbc_expert_data": dict(flags=("--mode", "expert_data"), ivae=False),
 }
 METHODS = ("bc_exp", "bc_all", "dwbc", "oilca") + BASELINES + tuple(m for m in VARIANTS if m != "oilca")
+KNOWN = METHODS + NEWER  # every method --methods accepts; METHODS (the dmc/cw default) leaves NEWER out
 SELECT_CANDIDATES = ("bc_exp", "bc_all", "dwbc")  # the samplers select_sampler.py chooses among
 SAC_SNAPSHOTS = (10_000, 30_000, 60_000, 100_000, 200_000)  # train_behavior.py's default --snapshot-steps
 # The paper's Table 5: episodes collected and episodes in D_E per task (the toy's Appendix C.1 recipe is toy:paper)
@@ -129,8 +134,8 @@ class Args:
     benchmark: str = "toy"
     """toy, toy:paper (the paper's toy recipe, slug toy_paper), dmc:<domain>-<task> or cw:<task>"""
     methods: Optional[Tuple[str, ...]] = None
-    """methods to run; groups: `baselines` = oril bcnd lobsdice oril_ca bcnd_ca, `samplers` = oilca_bc_all oilca_dwbc
-    oilca_oracle oilca_selected, `controls` = oilca_oracle dwbc_expert_data oilca_authors oilca_copy; toy: bc_exp
+    """methods to run; groups: `baselines` = oril bcnd lobsdice oril_ca bcnd_ca, `newer` = ilid iswbc ilid_ca iswbc_ca
+    (never a default), `samplers` = oilca_bc_all oilca_dwbc oilca_oracle oilca_selected, `controls` = oilca_oracle dwbc_expert_data oilca_authors oilca_copy; toy: bc_exp
     bc_all dwbc oilca, others: bc_exp bc_all dwbc oilca and the baselines"""
     seeds: Optional[Tuple[int, ...]] = None
     """training seeds (toy: 0-4, dmc/cw: 0-2)"""
@@ -277,14 +282,14 @@ def resolve(args: Args) -> Tuple[Args, dict]:
     if args.threads is None:  # --jobs processes at a time share the cores
         args.threads = max(1, cpu_cores() // max(1, args.jobs))
     args.methods = tuple(dict.fromkeys(m for name in args.methods for m in GROUPS.get(name, (name,))))
-    unknown = set(args.methods) - set(METHODS)
+    unknown = set(args.methods) - set(KNOWN)
     if unknown:
-        raise SystemExit(f"error: unknown methods {sorted(unknown)}: choose from {' '.join(METHODS)} "
+        raise SystemExit(f"error: unknown methods {sorted(unknown)}: choose from {' '.join(KNOWN)} "
                          f"{' '.join(GROUPS)}")
     if args.budgets:
         if len(set(args.budgets)) != len(args.budgets) or min(args.budgets) < 1:
             raise SystemExit(f"error: --budgets: need distinct positive step counts, got {list(args.budgets)}")
-        no_checkpoints = [m for m in args.methods if m in BASELINES]
+        no_checkpoints = [m for m in args.methods if m in BASELINES + NEWER]
         if no_checkpoints:
             raise SystemExit(f"error: --budgets: {' '.join(no_checkpoints)} cannot save their policy on the way "
                              f"(--checkpoints is in train_bc.py and train_dwbc.py): run them without --budgets")
@@ -442,9 +447,10 @@ def build(args: Args, p: dict) -> List[Job]:
                 train(f"{name}_s{seed}", stage, seed, "train_dwbc.py", aug(m, r, seed), *VARIANTS[m].get("train", ()),
                       method=None if name == "oilca" else name, budget=r == args.ratio)
     for seed in args.seeds:
-        for m in (m for m in BASELINES if m in args.methods):
+        for m in (m for m in BASELINES + NEWER if m in args.methods):
             dataset = aug("oilca", args.ratio, seed) if m.endswith("_ca") else data
-            train(f"{m}_s{seed}", "baselines", seed, f"train_{m.replace('_ca', '')}.py", dataset)
+            stage = "newer" if m in NEWER else "baselines"  # its own timing.json entry: an opt-in run keeps "baselines"
+            train(f"{m}_s{seed}", stage, seed, f"train_{m.replace('_ca', '')}.py", dataset)
     for ref in ("expert", "random") if args.references else ():
         result = path(res, f"reference_{ref}_{{split}}.json")
         add(f"reference_{ref}", "references", ["evaluate.py", "--reference", ref, "--env-dataset", data, "--split",

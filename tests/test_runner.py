@@ -112,6 +112,24 @@ def test_toy_defaults_are_the_main_jobs_commands(two_cores):
     assert all(cmds[j].endswith(" --threads 1") for j in ("oril_s0", "bcnd_s0", "lobsdice_s0", "oril_ca_s0"))
 
 
+def test_newer_baselines_are_an_opt_in_group(two_cores):
+    cmds = commands(methods=("bc_exp", "newer"), seeds=(0, 1), fig5_ratios=())
+    newer = {f"{m}_s{s}" for m in ("ilid", "iswbc", "ilid_ca", "iswbc_ca") for s in (0, 1)}
+    assert newer <= set(cmds) and {"augment_r0.5_s0", "augment_r0.5_s1"} <= set(cmds)
+    ev = "--out-dir runs/toy/{0} --final-eval-episodes 100 --final-eval 'results/toy/{0}_{{split}}.json' --threads 1"
+    assert cmds["ilid_s1"] == "train_ilid.py --dataset data/toy.npz --seed 1 --total-steps 5000 " + ev.format("ilid_s1")
+    assert cmds["iswbc_ca_s0"] == ("train_iswbc.py --dataset data/toy_aug_r0.5_s0.npz --seed 0 --total-steps 5000 "
+                                   + ev.format("iswbc_ca_s0"))
+    jobs = runner.build(*runner.resolve(runner.Args(root=ROOT, methods=("newer",), seeds=(0,))))
+    assert {j.stage for j in jobs if j.name.startswith(("ilid", "iswbc"))} == {"newer"}  # their own timing entry
+    # no default, preset or protocol runs them; --budgets refuses them as it refuses the other baselines
+    for kw in ({}, dict(benchmark="dmc:cartpole-swingup"), dict(benchmark="cw:pushing"),
+               dict(benchmark="dmc:cartpole-swingup", protocol="table5"), dict(methods=("baselines",))):
+        assert not any(name.startswith(("ilid", "iswbc")) for name in commands(**kw)), kw
+    with pytest.raises(SystemExit, match="ilid"):
+        runner.resolve(runner.Args(methods=("ilid",), budgets=(100, 200)))
+
+
 def test_controls_samplers_selection_sweep_and_data_draws_are_jobs_of_the_grid(two_cores):
     cmds = commands(methods=("oilca", "controls", "samplers"), seeds=(0, 1), fig5_ratios=(2.0,), fig5_seeds=(1,),
                     sweep_methods=("oilca", "dwbc_expert_data"), data_seed=2)
