@@ -28,7 +28,9 @@ import contract
 import stats
 
 # Fig. 4: each method X beside X+CA (the same learner on OILCA's augmented data; OILCA is DWBC+CA)
-FIG4_GROUPS = (("bc_exp",), ("bc_all",), ("oril", "oril_ca"), ("bcnd", "bcnd_ca"), ("lobsdice",), ("dwbc", "oilca"))
+# (the newer baselines last, so a group's colour C<index> and every earlier figure stay as they were)
+FIG4_GROUPS = (("bc_exp",), ("bc_all",), ("oril", "oril_ca"), ("bcnd", "bcnd_ca"), ("lobsdice",), ("dwbc", "oilca"),
+               ("ilid", "ilid_ca"), ("iswbc", "iswbc_ca"))
 FIG5_FAMILIES = ("oilca", "dwbc_expert_data", "oilca_oracle")  # Fig. 5: a curve per family with >= 2 ratios
 MIN_METHOD_FRACTION = 0.5  # Fig. 4: a reference line (or 0) joins the y-axis only if the methods still fill half of it
 

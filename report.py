@@ -14,7 +14,7 @@ averaged over the (task, split) strata both methods have.
 Outputs of `--results F`, written into F:
 - table.md, per env (a folder with several envs gets one block per env, headed by the env id): returns, normalised
   scores (when both references exist), P(X > Y) for the default pairs that exist (oilca vs dwbc, oril_ca vs oril,
-  bcnd_ca vs bcnd, every oilca_<x> vs oilca; more with --pairs), the paired gaps (oilca − dwbc, oilca − bc_exp,
+  bcnd_ca vs bcnd, ilid_ca vs ilid, iswbc_ca vs iswbc, every oilca_<x> vs oilca; more with --pairs), the paired gaps (oilca − dwbc, oilca − bc_exp,
   oilca_bc_all − bc_all, oilca_dwbc − dwbc, each control − oilca; more with --gaps) and CausalWorld's fractional success. Rows carry the
   method id and a readable name; method order: MAIN_METHODS, then CONTROLS, each followed by its `_r<ratio>` variants.
   With budget results (runner --budgets: `<method>_b<steps>_s<seed>_<split>.json`, the method taking the file name's
@@ -81,11 +81,13 @@ import figures
 import paper_results
 import stats
 
-MAIN_METHODS = ("bc_exp", "bc_all", "oril", "bcnd", "lobsdice", "dwbc", "oril_ca", "bcnd_ca", "oilca")  # table order
+MAIN_METHODS = ("bc_exp", "bc_all", "oril", "bcnd", "lobsdice", "dwbc", "oril_ca", "bcnd_ca", "ilid", "ilid_ca", "iswbc",
+                "iswbc_ca", "oilca")  # table order: the paper's columns, then the newer baselines, then OILCA
 CONTROLS = ("oilca_bc_all", "oilca_dwbc", "oilca_oracle", "oilca_selected", "oilca_copy", "oilca_authors",
             "oilca_reconstruct", "oilca_adaptive_eta", "dwbc_expert_data")  # control rows, after MAIN_METHODS
 DISPLAY = {"bc_exp": "BC-exp", "bc_all": "BC-all", "oril": "ORIL", "oril_ca": "ORIL+CA", "bcnd": "BCND",
-           "bcnd_ca": "BCND+CA", "lobsdice": "LobsDICE", "dwbc": "DWBC", "oilca": "OILCA",
+           "bcnd_ca": "BCND+CA", "lobsdice": "LobsDICE", "dwbc": "DWBC", "oilca": "OILCA", "ilid": "ILID",
+           "ilid_ca": "ILID+CA", "iswbc": "ISW-BC", "iswbc_ca": "ISW-BC+CA",
            "oilca_bc_all": "OILCA, BC-all labels", "oilca_dwbc": "OILCA, DWBC labels",
            "oilca_oracle": "OILCA, oracle labels (env expert)", "oilca_selected": "OILCA, offline-selected sampler",
            "oilca_copy": "no counterfactual (partner's own s′)",
@@ -98,7 +100,8 @@ BUDGET = re.compile(r"^(?P<base>.+)_b(?P<steps>\d+)$")  # `<method>_b<steps>`: t
 BUDGET_FILE = re.compile(r"^(?P<head>.+)_b(?P<steps>\d+)_s(?P<seed>\d+)_(?P<split>.+)\.json$")  # runner --budgets
 BUDGET_GAPS = (("oilca", "dwbc"), ("oilca", "bc_exp"))  # the budget table's paired gaps, at each budget
 BUDGET_POI = (("oilca", "dwbc"),)  # and its P(X > Y)
-DEFAULT_PAIRS = (("oilca", "dwbc"), ("oril_ca", "oril"), ("bcnd_ca", "bcnd"))  # P(X > Y); + every oilca_<x> vs oilca
+DEFAULT_PAIRS = (("oilca", "dwbc"), ("oril_ca", "oril"), ("bcnd_ca", "bcnd"), ("ilid_ca", "ilid"),
+                 ("iswbc_ca", "iswbc"))  # P(X > Y); + every oilca_<x> vs oilca
 DEFAULT_GAPS = (("oilca", "dwbc"), ("oilca", "bc_exp"), ("oilca_bc_all", "bc_all"), ("oilca_dwbc", "dwbc"),
                 ("oilca_copy", "oilca"), ("oilca_oracle", "oilca"), ("dwbc_expert_data", "oilca"),
                 ("oilca_authors", "oilca"))  # the sampler gaps, then each control against OILCA

@@ -106,6 +106,26 @@ def test_table_cells_bold_and_header(tmp_path):
     assert cells[("reference_random", "train")]["ci"] is None and cells[("reference_random", "train")]["normalised"] is None
 
 
+def test_newer_baselines_rows_order_and_p_ca_helps(tmp_path):
+    rows = toy_rows()
+    for split, shift in (("train", 0.0), ("heldout", -1.0)):
+        for m, means in (("ilid", [-9.0, -8.0]), ("ilid_ca", [-7.0, -6.0]), ("iswbc", [-6.0, -5.0]),
+                         ("iswbc_ca", [-8.0, -7.0])):
+            rows += [result(m, s, split, v + shift) for s, v in enumerate(means)]
+    md, summary = report.report_markdown(report.by_env(rows), n_resamples=200)
+    lines = md.splitlines()
+    order = [l.split(" | ")[0][2:] for l in lines if l.startswith("| ") and " | " in l][1:8]
+    assert order == ["bc_exp", "dwbc", "ilid", "ilid_ca", "iswbc", "iswbc_ca", "oilca"]
+    for m, name in (("ilid", "ILID"), ("ilid_ca", "ILID+CA"), ("iswbc", "ISW-BC"), ("iswbc_ca", "ISW-BC+CA")):
+        assert any(l.startswith(f"| {m} | {name} | ") for l in lines)
+    # P(X+CA > X): ILID+CA beats ILID on every pair of seeds, ISW-BC+CA loses to ISW-BC on every pair
+    assert "| ilid_ca vs ilid | 1.00 [1.00, 1.00] | 1.00 [1.00, 1.00] | 2, 2 |" in lines
+    assert "| iswbc_ca vs iswbc | 0.00 [0.00, 0.00] | 0.00 [0.00, 0.00] | 2, 2 |" in lines
+    folder = write(tmp_path / "results", rows)
+    report.main(report.Args(results=folder, resamples=200))
+    assert (tmp_path / "results" / "fig4.png").read_bytes().startswith(PNG)
+
+
 def test_ratio_table_rows_are_amounts_and_columns_family_by_split():
     rows = toy_rows()
     for s, m in enumerate([-9.0, -8.0]):  # true expert rows at two amounts, train split only
