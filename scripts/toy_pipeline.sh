@@ -4,6 +4,7 @@
 # into data/, runs/toy/ and results/toy/ (table.md, fig4.png, fig5.png, timing.json; Fig. 3 in runs/toy/ivae/).
 # Finished jobs are skipped on a second run. Arguments go to runner.py, e.g.
 #   bash scripts/toy_pipeline.sh --methods bc_exp bc_all dwbc oilca baselines     (adds ORIL, BCND, LobsDICE, +CA)
+#   bash scripts/toy_pipeline.sh --methods bc_exp bc_all dwbc oilca newer         (adds ILID, ISW-BC and their +CA)
 #   bash scripts/toy_pipeline.sh --dry-run                                        (list the jobs, run nothing)
 #   bash scripts/toy_pipeline.sh --help
 set -euo pipefail
