@@ -67,6 +67,7 @@ from policy import (Actor, Normalizer, TorchStreams, artifact, build_replicas, c
 from progress import Progress
 
 D_MIN, D_MAX = 0.1, 0.9  # the official clip of D ("for a fair comparison to DWBC")
+F32_MAX = float(np.finfo(np.float32).max)  # a larger rate, decay or weight overflows float32 tensors and optimisers
 
 
 @dataclass
@@ -158,7 +159,8 @@ def rollback_weights(good_next: np.ndarray, episode_ids: np.ndarray, ends: np.nd
     start = np.r_[True, (ep[1:] != ep[:-1]) | ends[:-1]] if n else np.zeros(0, bool)
     seg = np.cumsum(start)
     w = np.zeros(good.shape, np.float32)
-    for j in range(rollback):
+    longest = int(np.bincount(seg).max()) if n else 0  # no row t + j in t's episode for j >= the longest segment
+    for j in range(min(rollback, longest)):
         hit = np.zeros(good.shape, bool)
         hit[..., :n - j] = good[..., j:] & (seg[j:] == seg[:n - j])  # row t + j is in t's episode, s_{t+j+1} good
         value = np.float32(weight_init * decay ** j)
@@ -217,9 +219,11 @@ def flush_denormals(fn):
 @contract.all_or_nothing  # a failed run writes nothing; SIGTERM cleans up as SIGINT does
 @flush_denormals
 def main(args: Args) -> dict:
+    positive, non_negative = checks.Real(0, F32_MAX, low_open=True), checks.Real(0, F32_MAX)  # float32's range
     checks.trainer(args, d_steps=checks.COUNT, bc_steps=checks.COUNT, eta=checks.OPEN_UNIT, bar=checks.UNIT,
-                   rollback=checks.COUNT, decay=checks.Real(0, 1, low_open=True), weight_init=checks.POSITIVE,
-                   epsilon=checks.NON_NEGATIVE, alpha=checks.POSITIVE)
+                   rollback=checks.COUNT, decay=checks.Real(0, 1, low_open=True), weight_init=positive,
+                   epsilon=non_negative, alpha=positive, actor_lr=positive, alpha_lr=positive, d_lr=positive,
+                   weight_decay=non_negative, d_weight_decay=non_negative)
     for name, given in (("--d-steps", args.d_steps), ("--bc-steps", args.bc_steps if args.auto_alpha else 1)):
         if given is None and args.total_steps * 2 // 5 < 1:
             raise ValueError(f"--total-steps {args.total_steps} leaves {name} 0.4 × {args.total_steps} = 0 steps: "

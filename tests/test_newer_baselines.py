@@ -53,6 +53,10 @@ def test_ilid_rollback_weights_by_hand():
     # five steps back exactly: row 0 of a 6-row episode whose last s′ (the final state) is expert-like
     w = I.rollback_weights(np.isin(np.arange(6), [5]), np.zeros(6, int), np.isin(np.arange(6), [5]), 5, 0.5, 2.0)
     np.testing.assert_array_equal(w, np.array([0, 2 * 0.5 ** 4, 2 * 0.5 ** 3, 2 * 0.5 ** 2, 1, 2], np.float32))
+    # a rollback past the longest episode (6 rows) or the whole dataset selects as K = 6 does (and returns at once)
+    for k in (7, 17, 10**12):
+        np.testing.assert_array_equal(I.rollback_weights(GOOD, EPISODES, ENDS, k, 0.9),
+                                      I.rollback_weights(GOOD, EPISODES, ENDS, 6, 0.9))
     # a row of several replicas is selected per replica
     w = I.rollback_weights(np.stack([GOOD, np.zeros(15, bool)]), EPISODES, ENDS, 5, 0.9)
     np.testing.assert_array_equal(w, np.stack([EXPECTED, np.zeros(15, np.float32)]))
