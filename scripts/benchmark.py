@@ -7,7 +7,8 @@ per stage.
 Throughputs are measured in-process with each script's own main() on a fresh toy dataset (default sizes),
 one torch thread, no evaluation inside the timed loop: updates/s = steps / wall time. Each policy-learning method
 also gets a wall-time row: it trains a `steps`/5,000 share of its default main-job budget (ORIL: reward model and
-IQL; BCND: the same share of its epochs, all K × M trainings) and scales the time up to the whole budget.
+IQL; ILID: discriminator, reference BC and policy; BCND: the same share of its epochs, all K × M trainings) and scales
+the time up to the whole budget.
 """
 
 import json
@@ -27,6 +28,8 @@ import collect_data  # noqa: E402
 import train_bc  # noqa: E402
 import train_bcnd  # noqa: E402
 import train_dwbc  # noqa: E402
+import train_ilid  # noqa: E402
+import train_iswbc  # noqa: E402
 import train_ivae  # noqa: E402
 import train_lobsdice  # noqa: E402
 import train_oril  # noqa: E402
@@ -68,11 +71,17 @@ def main(args: Args) -> dict:
                      lambda o: train_oril.main(train_oril.Args(dataset=data, out_dir=o, reward_steps=round(0.4 * n), total_steps=n, **quiet)), n),
             "lobsdice": ("train_lobsdice updates/s (batch 256, cost + nu with grad penalties + actor)",
                          lambda o: train_lobsdice.main(train_lobsdice.Args(dataset=data, out_dir=o, total_steps=n, **quiet)), n),
+            "ilid": ("train_ilid policy steps/s (+0.4x discriminator, 0.4x pi_E steps; batch 256+256)",
+                     lambda o: train_ilid.main(train_ilid.Args(dataset=data, out_dir=o, d_steps=round(0.4 * n),
+                                                               bc_steps=round(0.4 * n), total_steps=n, **quiet)), n),
+            "iswbc": ("train_iswbc updates/s (batch 256+256, discriminator with grad penalty + actor)",
+                      lambda o: train_iswbc.main(train_iswbc.Args(dataset=data, out_dir=o, total_steps=n, **quiet)), n),
             "bcnd": ("train_bcnd steps/s (K=5 members side by side, batch 256 each)",
                      lambda o: train_bcnd.main(train_bcnd.Args(dataset=data, out_dir=o, epochs=max(1, round(100 * share)), eval_episodes=1, threads=1)),
                      5 * max(1, round(100 * share)) * 12),  # 5 rounds x epochs x ceil(3000 rows / 256)
         }
         names = {"bc": "bc_exp / bc_all", "dwbc": "dwbc / oilca", "oril": "oril / oril_ca", "lobsdice": "lobsdice",
+                 "ilid": "ilid / ilid_ca", "iswbc": "iswbc / iswbc_ca",
                  "bcnd": "bcnd (bcnd_ca: x1.45 rows)"}
         walls = {}
         for name, (label, fn, updates) in runs.items():

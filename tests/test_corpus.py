@@ -448,7 +448,8 @@ def bc_argv(inp, t, *flags, script="train_bc.py", dataset=None):
             "--eval-episodes", 0, *flags]
 
 
-TRAINER_SCRIPTS = ("train_bc.py", "train_dwbc.py", "train_oril.py", "train_bcnd.py", "train_lobsdice.py")
+TRAINER_SCRIPTS = ("train_bc.py", "train_dwbc.py", "train_oril.py", "train_bcnd.py", "train_lobsdice.py", "train_ilid.py",
+                   "train_iswbc.py")
 
 
 def stage_argv(script, inp, t, dataset, *flags):
@@ -496,6 +497,14 @@ ARGS = {
                       ("weight-decay", "-1"), ("threads", "0"), ("batch-size", "0"), ("eval-every", "-1")],
     "train_lobsdice.py": [("total-steps", "0"), ("alpha", "-1"), ("gamma", "1"), ("cost-gp", "-1"), ("nu-gp", "nan"),
                           ("threads", "0"), ("batch-size", "0"), ("nu-lr", "0")],
+    "train_ilid.py": [("total-steps", "0"), ("d-steps", "0"), ("bc-steps", "-1"), ("eta", "0"), ("eta", "1"),
+                      ("bar", "1.5"), ("bar", "nan"), ("rollback", "0"), ("decay", "0"), ("decay", "1.5"),
+                      ("weight-init", "0"), ("epsilon", "-0.1"), ("alpha", "0"), ("alpha", "inf"), ("actor-lr", "0"),
+                      ("alpha-lr", "-1"), ("d-lr", "nan"), ("weight-decay", "-1"), ("d-weight-decay", "-1"),
+                      ("threads", "0"), ("batch-size", "0"), ("weight-init", "1e39"), ("actor-lr", "1e39")],
+    "train_iswbc.py": [("total-steps", "0"), ("tau", "-1"), ("tau", "inf"), ("grad-penalty", "-1"),
+                       ("grad-penalty", "nan"), ("grad-penalty", "1e39"), ("disc-lr", "0"), ("disc-lr", "1e39"),
+                       ("actor-lr", "-1"), ("threads", "0"), ("batch-size", "0"), ("act-eps", "1")],
     "evaluate.py": [("episodes", "0"), ("episodes", "-3"), ("seed", "-1"), ("classes", "-1")],
     "toy_env.py": [("n-classes", "0"), ("episodes", "0"), ("env.episode-len", "0"), ("env.box", "-1"), ("seed", "-1"),
                    ("env.leaky-slope", "0")],
@@ -569,6 +578,7 @@ case("args", "runner-methods=bogus", "runner.py", lambda inp, t: ["--root", t, "
 case("args", "runner-collect-flags-unbalanced", "runner.py",
      lambda inp, t: ["--root", t, "--dry-run", "--collect-flags", '"--toy.n-classes 2'], "--collect-flags")
 case("args", "train_oril-total-steps=2", "train_oril.py", lambda inp, t: bc_argv(inp, t, "--total-steps", 2), "--total-steps")
+case("args", "train_ilid-total-steps=2", "train_ilid.py", lambda inp, t: bc_argv(inp, t, "--total-steps", 2), "--total-steps")
 
 # -- datasets: broken metadata, arrays, files ---------------------------------------------------------------------------
 ALL_STAGES = TRAINER_SCRIPTS + ("train_ivae.py", "augment.py", "evaluate.py")
@@ -723,7 +733,9 @@ case("results", "report-doc-missing", "report.py", lambda inp, t: ["--results", 
 
 # -- training that diverges: stopped at the first logged non-finite loss, nothing written --------------------------------
 for _script, _flags in (("train_bc.py", ["--lr", "1e30", "--eval-every", "10", "--total-steps", "20"]),
-                        ("train_dwbc.py", ["--actor-lr", "1e30", "--disc-lr", "1e30", "--eval-every", "10", "--total-steps", "20"])):
+                        ("train_dwbc.py", ["--actor-lr", "1e30", "--disc-lr", "1e30", "--eval-every", "10", "--total-steps", "20"]),
+                        ("train_ilid.py", ["--d-lr", "1e30", "--total-steps", "5"]),
+                        ("train_iswbc.py", ["--actor-lr", "1e30", "--disc-lr", "1e30", "--total-steps", "5"])):
     case("diverged", _script[:-3], _script, lambda inp, t, s=_script, f=_flags: bc_argv(inp, t, *f), "diverged")
 case("diverged", "train_ivae", "train_ivae.py",
      lambda inp, t: stage_argv("train_ivae.py", inp, t, inp.data, "--lr", "1e30", "--total-steps", 20, "--log-every", 10),

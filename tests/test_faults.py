@@ -69,6 +69,8 @@ CLI = [
     ("train_oril.py", lambda d, t, b: ["--dataset", b, "--out-dir", f"{t}/o"], "equal_bounds.npz"),
     ("train_bcnd.py", lambda d, t, b: ["--dataset", b, "--out-dir", f"{t}/n"], "equal_bounds.npz"),
     ("train_lobsdice.py", lambda d, t, b: ["--dataset", b, "--out-dir", f"{t}/l"], "equal_bounds.npz"),
+    ("train_ilid.py", lambda d, t, b: ["--dataset", b, "--out-dir", f"{t}/il"], "equal_bounds.npz"),
+    ("train_iswbc.py", lambda d, t, b: ["--dataset", b, "--out-dir", f"{t}/is"], "equal_bounds.npz"),
     ("evaluate.py", lambda d, t, b: ["--reference", "expert", "--env-dataset", d, "--episodes", "0"], "--episodes"),
     ("report.py", lambda d, t, b: ["--results", f"{t}/nowhere"], "nowhere"),
     ("toy_env.py", lambda d, t, b: ["--episodes", "0"], "--episodes"),

@@ -81,16 +81,21 @@ def test_tensorboard_event_files(tmp_path):
 
 
 # the stages: progress.csv holds the rows main() returns, TensorBoard files with --tensorboard -------------------------
-@pytest.mark.parametrize("name", ["oril", "bcnd", "lobsdice"])
+@pytest.mark.parametrize("name", ["oril", "bcnd", "lobsdice", "ilid", "iswbc"])
 def test_trainers_write_progress_csv_and_tensorboard(name, tiny_dataset, tmp_path):
     import train_bcnd
+    import train_ilid
+    import train_iswbc
     import train_lobsdice
     import train_oril
 
     tiny = dict(dataset=tiny_dataset, out_dir=str(tmp_path), hidden=16, eval_episodes=2, tensorboard=True, threads=1)
     res = {"oril": lambda: train_oril.main(train_oril.Args(reward_steps=10, total_steps=20, eval_every=10, **tiny)),
            "bcnd": lambda: train_bcnd.main(train_bcnd.Args(n_policies=2, n_rounds=2, epochs=1, batch_size=64, **tiny)),
-           "lobsdice": lambda: train_lobsdice.main(train_lobsdice.Args(total_steps=20, eval_every=10, **tiny))}[name]()
+           "lobsdice": lambda: train_lobsdice.main(train_lobsdice.Args(total_steps=20, eval_every=10, **tiny)),
+           "ilid": lambda: train_ilid.main(train_ilid.Args(d_steps=10, bc_steps=10, total_steps=20, eval_every=10,
+                                                           **tiny)),
+           "iswbc": lambda: train_iswbc.main(train_iswbc.Args(total_steps=20, eval_every=10, **tiny))}[name]()
     assert len(res["log"]) == 2 and csv_rows(tmp_path / "progress.csv") == as_csv(res["log"])
     assert glob.glob(str(tmp_path / "tb" / "events.out.tfevents.*"))
 
