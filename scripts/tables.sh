@@ -16,9 +16,14 @@ PY=${PY:-.venv/bin/python}
 DMC="cartpole-swingup walker-stand cheetah-run walker-walk finger-turn_hard fish-swim manipulator-insert_ball manipulator-insert_peg humanoid-run"
 CW="pushing picking reaching pick_and_place stacking2 towers stacked_blocks creative_stacked_blocks general"
 failed=()
-run() {  # BENCHMARK [runner flags]
+run() {  # BENCHMARK [runner flags]; a finished row of Tables 1/2/6 also gets its results/<slug>/task.json
   echo "== tables.sh: $1 ($(date -u +%H:%M:%S))"
-  $PY runner.py --benchmark "$@" --protocol table5 || failed+=("$1")
+  if $PY runner.py --benchmark "$@" --protocol table5; then
+    [[ " $* " == *" --tag "* || " $* " == *" --dry-run "* ]] || $PY scripts/task_summary.py --collect "results/${1/:/_}_t5" \
+      || failed+=("$1 (task summary)")
+  else
+    failed+=("$1")
+  fi
 }
 if [ "$which" = table7 ]; then
   declare -A FEATURES  # Table 7's feature sets, as paper_results.py transcribes them
@@ -29,6 +34,7 @@ if [ "$which" = table7 ]; then
 fi
 report() {  # the tables of docs/tables.md from whatever results exist
   for n in 1 2 6 4 7; do $PY report.py --paper-table $n --doc docs/tables.md > /dev/null || failed+=("table $n"); done
+  $PY scripts/task_summary.py --doc docs/tables.md || failed+=("task table")
 }
 if [ "$which" != cw ] && [ "$which" != table7 ]; then for t in ${TASKS:-$DMC}; do [[ " $DMC " == *" $t "* ]] && run "dmc:$t" "$@"; done; fi
 # CausalWorld tasks without a shipped expert: the scripted pick-and-place source (docs/causalworld.md); stacked_blocks
