@@ -10,6 +10,8 @@ import torch
 import augment
 import contract
 import train_bcnd as BCND
+import train_ilid as ILID
+import train_iswbc as ISW
 import train_lobsdice as L
 import train_oril as O
 from conftest import one_line_error, run
@@ -121,6 +123,8 @@ RUNS = {
     "oril": lambda **kw: O.main(O.Args(reward_steps=20, total_steps=20, eval_every=10, **kw)),
     "bcnd": lambda **kw: BCND.main(BCND.Args(n_policies=2, n_rounds=2, epochs=1, batch_size=64, **kw)),
     "lobsdice": lambda **kw: L.main(L.Args(total_steps=20, eval_every=10, **kw)),
+    "ilid": lambda **kw: ILID.main(ILID.Args(d_steps=30, bc_steps=30, total_steps=20, eval_every=10, **kw)),
+    "iswbc": lambda **kw: ISW.main(ISW.Args(total_steps=20, eval_every=10, **kw)),
 }
 TINY = dict(hidden=16, eval_episodes=2, final_eval_episodes=4)
 

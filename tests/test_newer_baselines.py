@@ -139,23 +139,6 @@ def augmented(tiny_augmented_args):
     return tiny_augmented_args.out
 
 
-@pytest.mark.parametrize("name", sorted(RUNS))
-def test_main_labels_saves_and_evaluates(name, tiny_dataset, augmented, tmp_path):
-    for data, label in ((tiny_dataset, name), (augmented, name + "_ca")):
-        out = tmp_path / label
-        res = RUNS[name](dataset=data, out_dir=str(out), final_eval=str(out / "eval_{split}.json"), **TINY)
-        assert res["method"] == label and [row["step"] for row in res["log"]] == [10, 20]
-        art = contract.load_policy(str(out / "policy.pt"))
-        assert art["method"] == label and art["config"]["obs_dim"] == 2 and art["config"]["act_dim"] == 2
-        a = contract.build_policy(art)(np.random.default_rng(0).normal(size=(5, 2)).astype(np.float32))
-        assert a.shape == (5, 2) and np.all(np.abs(a) <= 1)
-        assert json.load(open(out / "args.json"))["dataset"] == data
-        assert len(open(out / "progress.csv").read().splitlines()) == 3
-        for split in ("train", "heldout"):
-            result = json.load(open(out / f"eval_{split}.json"))
-            assert result["method"] == label and result["split"] == split and len(result["returns"]) == 4
-
-
 def test_ilid_weights_rows_of_d_e_one_and_selects_only_d_s(augmented, tmp_path):
     d = contract.load_dataset(augmented)
     res = RUNS["ilid"](dataset=augmented, out_dir=str(tmp_path / "a"), bar=0.5, **TINY)
