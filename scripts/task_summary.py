@@ -33,8 +33,9 @@ import tyro
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import contract  # noqa: E402
 import report  # noqa: E402
+import runner  # noqa: E402
 
-TRAINERS = re.compile(r"^(bc_exp|bc_all|dwbc|oilca|oril|bcnd|lobsdice|oril_ca|bcnd_ca|ilid|iswbc|ilid_ca|iswbc_ca)_s\d+$")
+TRAINER_JOB = re.compile(r"^(.+)_s\d+$")  # a training job is <method>_s<seed>, method one of the runner's
 OPEN, CLOSE = "<!-- report: tasks -->", "<!-- /report -->"
 
 
@@ -76,7 +77,8 @@ def collect(folder: str, root: str) -> dict:
     for path in sorted(glob.glob(os.path.join(jobs_dir, "*.json"))):
         with open(path) as f:
             seconds[os.path.basename(path)[:-5]] = float(json.load(f).get("seconds", 0.0))
-    train = {k: v for k, v in seconds.items() if TRAINERS.match(k)}
+    methods = set(runner.METHODS) | set(runner.NEWER)
+    train = {k: v for k, v in seconds.items() if (m := TRAINER_JOB.match(k)) and m.group(1) in methods}
     expert = {}
     for path in sorted(glob.glob(os.path.join(folder, "reference_expert_*.json"))):
         with open(path) as f:
