@@ -20,6 +20,7 @@ train_behavior.py uses `DMCEnv`.
 """
 
 import os
+import time
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -180,6 +181,7 @@ def _run_episodes(name, policies, table, ep_classes, ep_policies, task_seeds, se
     low, high = spec.minimum, spec.maximum
     obs_dim, A = sum(n for _, n in obs_layout(envs[0])), int(spec.shape[0])
     out = {"returns": np.zeros(E)}
+    t0 = last = time.time()
     if record:
         out.update(obs=np.zeros((E, T + 1, obs_dim), np.float32), act=np.zeros((E, T, A), np.float32),
                    rew=np.zeros((E, T), np.float32), eps=np.zeros((E, T, A), np.float32))
@@ -211,6 +213,11 @@ def _run_episodes(name, policies, table, ep_classes, ep_policies, task_seeds, se
                     out["rew"][idx[j], t] = ts.reward or 0.0
         if record:
             out["obs"][idx, T] = s
+            done = idx[-1] + 1  # collection only (evaluation stays quiet): a line at most every ~10 s and at the end
+            if time.time() - last >= 10 or done == E:
+                sps = done * T / max(time.time() - t0, 1e-9)
+                print(f"  {done}/{E} episodes, {sps:.0f} env steps/s, ETA {(E - done) * T / sps / 60:.1f} min", flush=True)
+                last = time.time()
     return out
 
 

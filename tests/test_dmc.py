@@ -32,9 +32,9 @@ def sac_run(tmp_path_factory):
 def dmc_dataset(sac_run, tmp_path_factory):
     out = str(tmp_path_factory.mktemp("dmcdata") / "d.npz")
     snaps = [os.path.join(sac_run[0], "snapshots", f"step_{n}.pt") for n in (200, 300)]
-    run("collect_data.py", "--env", f"dmc:{TASK}", "--out", out, "--seed", "3", "--dmc.snapshots", *snaps,
-        "--dmc.random-policy", "--dmc.episodes", "3", "--dmc.lockstep", "3")
-    return out, snaps
+    proc = run("collect_data.py", "--env", f"dmc:{TASK}", "--out", out, "--seed", "3", "--dmc.snapshots", *snaps,
+               "--dmc.random-policy", "--dmc.episodes", "3", "--dmc.lockstep", "2")
+    return out, snaps, proc.stdout
 
 
 def test_sac_snapshots_resume_and_log(sac_run):
@@ -68,7 +68,7 @@ def test_noise_table_is_fixed_by_its_seed():
 
 
 def test_collection_contract_and_metadata(dmc_dataset):
-    path, snaps = dmc_dataset
+    path, snaps, _ = dmc_dataset
     data = contract.load_dataset(path)
     meta = data["metadata"]
     assert meta["env_id"] == f"dmc:{TASK}" and meta["episode_len"] == 1000 and meta["n_classes"] == 3
@@ -97,12 +97,19 @@ def test_collected_transitions_replay_exactly(dmc_dataset):
 def test_collection_is_repeatable(dmc_dataset, tmp_path):
     """Same arguments: the same file byte for byte. (--dmc.lockstep is part of the arguments: the batch size of
     the policy's matmul changes float rounding, which a 1000-step chaotic rollout amplifies.)"""
-    path, snaps = dmc_dataset
+    path, snaps, _ = dmc_dataset
     args = ["collect_data.py", "--env", f"dmc:{TASK}", "--seed", "3", "--dmc.snapshots", *snaps,
             "--dmc.random-policy", "--dmc.episodes", "3"]
-    run(*args, "--out", str(tmp_path / "same.npz"), "--dmc.lockstep", "3")
+    run(*args, "--out", str(tmp_path / "same.npz"), "--dmc.lockstep", "2")
     digest = [hashlib.sha256(open(p, "rb").read()).hexdigest() for p in (path, str(tmp_path / "same.npz"))]
     assert digest[0] == digest[1]
+
+
+def test_collection_prints_progress(dmc_dataset):
+    """Collection says how far it is (a line at most every ~10 s and always at the last chunk): 3 episodes in
+    chunks of 2 end on '3/3 episodes, ... ETA 0.0 min'."""
+    lines = [ln for ln in dmc_dataset[2].splitlines() if " episodes, " in ln and "env steps/s, ETA " in ln]
+    assert lines and lines[-1].strip().startswith("3/3 episodes, ") and lines[-1].endswith("ETA 0.0 min")
 
 
 def test_missing_snapshot_and_bad_task_are_one_line_errors(tmp_path):
@@ -116,7 +123,7 @@ def test_missing_snapshot_and_bad_task_are_one_line_errors(tmp_path):
 
 def test_evaluate_and_train_on_dmc(dmc_dataset, tmp_path):
     """BC on the DMC data, final evaluation in-distribution (train split), then evaluate.py on it and references."""
-    path, snaps = dmc_dataset
+    path, snaps, _ = dmc_dataset
     out = str(tmp_path / "bc")
     run("train_bc.py", "--dataset", path, "--data", "all", "--total-steps", "20", "--eval-every", "0",
         "--out-dir", out, "--final-eval-episodes", "2", "--final-eval", str(tmp_path / "bc_{split}.json"))
