@@ -840,7 +840,7 @@ def paper_markdown(number: int, rows: list, pattern: str, c_pattern: str,
     for row in rows:
         marks = ""
         for folder, text in row["notes"]:
-            notes.append(f"[{len(notes) + 1}] `{folder}`: {text}")
+            notes.append(f"[{len(notes) + 1}] `{folder}`: {text.rstrip('.')}")  # sentences end once, at the join
             marks += f" [{len(notes)}]"
         n_run = sum(1 for c in row["cells"].values() if c["ours"])
         tau = "—" if row["tau"] is None else f"{row['tau']:.2f}"

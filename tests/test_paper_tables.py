@@ -227,7 +227,7 @@ def test_table_7_reads_one_folder_per_feature_set(tmp_path):
 def test_a_folder_note_is_a_footnote_on_its_row(tmp_path):
     folder = tmp_path / "dmc_humanoid-run_t5"
     write_runs(folder, "dmc:humanoid-run", "oilca", "train", [5.0, 6.0])
-    (folder / "note.md").write_text("SAC reached only 120\n")
+    (folder / "note.md").write_text("SAC reached only 120.\n")  # a note's own full stop is not doubled
     os.makedirs(tmp_path / "dmc_walker-walk_t5")
     (tmp_path / "dmc_walker-walk_t5" / "note.md").write_text("data only, no policy yet\n")  # a note, no results
     md = report.paper_markdown(1, report.paper_rows(1, pattern(tmp_path), "{folder}-c{c}", n_resamples=200),
