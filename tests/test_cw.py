@@ -184,3 +184,14 @@ def test_expert_episodes_follow_the_class_interventions(tiny_cw):
     np.testing.assert_allclose(rows["actions"], np.clip(expert(rows["observations"]), -1, 1), atol=1e-5)
     np.testing.assert_array_equal(rows["observations"][1:12], rows["next_observations"][:11])
     assert rows["episode_returns"][0] == pytest.approx(rows["rewards"][:12].sum(), rel=1e-5)
+
+
+def test_feature_effects_script_tells_which_features_reach_the_data(tmp_path):
+    """scripts/cw_feature_effects.py on pushing: the block rests on the floor, so stage_friction leaves the expert's
+    run the same to the bit, while floor_friction changes it; a bad feature is a one-line error."""
+    p = run("scripts/cw_feature_effects.py", "--task", "pushing", "--steps", "150", "--features", "stage_friction",
+            "floor_friction")
+    rows = {ln.split()[0]: ln.split() for ln in p.stdout.splitlines() if ln.split() and ln.split()[0].endswith("friction")}
+    assert float(rows["stage_friction"][-1]) == 0.0 and float(rows["floor_friction"][-1]) > 0.0
+    p = run("scripts/cw_feature_effects.py", "--features", "stage_weight", ok=False)
+    assert one_line_error(p, "--features: unknown CausalWorld feature(s) ['stage_weight']")
