@@ -20,7 +20,6 @@ train_behavior.py uses `DMCEnv`.
 """
 
 import os
-import time
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -31,6 +30,7 @@ os.environ.setdefault("MUJOCO_GL", "disable")
 import numpy as np
 
 import contract
+from progress import Progress
 
 TABLE1_TASKS = ("cartpole-swingup", "cheetah-run", "finger-turn_hard", "fish-swim", "humanoid-run",
                 "manipulator-insert_ball", "manipulator-insert_peg", "walker-stand", "walker-walk")
@@ -181,7 +181,7 @@ def _run_episodes(name, policies, table, ep_classes, ep_policies, task_seeds, se
     low, high = spec.minimum, spec.maximum
     obs_dim, A = sum(n for _, n in obs_layout(envs[0])), int(spec.shape[0])
     out = {"returns": np.zeros(E)}
-    t0 = last = time.time()
+    prog = Progress(f"collect dmc:{name}", total=E, unit="episodes") if record else None  # evaluation stays quiet
     if record:
         out.update(obs=np.zeros((E, T + 1, obs_dim), np.float32), act=np.zeros((E, T, A), np.float32),
                    rew=np.zeros((E, T), np.float32), eps=np.zeros((E, T, A), np.float32))
@@ -213,11 +213,8 @@ def _run_episodes(name, policies, table, ep_classes, ep_policies, task_seeds, se
                     out["rew"][idx[j], t] = ts.reward or 0.0
         if record:
             out["obs"][idx, T] = s
-            done = idx[-1] + 1  # collection only (evaluation stays quiet): a line at most every ~10 s and at the end
-            if time.time() - last >= 10 or done == E:
-                sps = done * T / max(time.time() - t0, 1e-9)
-                print(f"  {done}/{E} episodes, {sps:.0f} env steps/s, ETA {(E - done) * T / sps / 60:.1f} min", flush=True)
-                last = time.time()
+            done = idx[-1] + 1
+            prog.update(done, lambda: {"env_steps_per_s": prog.rate(done) * T})
     return out
 
 

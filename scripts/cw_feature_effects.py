@@ -26,7 +26,7 @@ import cw_env  # noqa: E402
 @dataclass
 class Args:
     task: str = "pushing"
-    """CausalWorld task with a shipped expert (reaching, pushing, picking, pick_and_place)"""
+    """CausalWorld task with a shipped expert (cw_env.SHIPPED_EXPERTS)"""
     steps: int = 300
     """environment steps per run"""
     goal_seed: int = 5
@@ -57,7 +57,8 @@ def main(args: Args) -> list:
         features = cw_env.check_features(args.features)
     except ValueError as e:
         raise ValueError(f"--features: {e}") from None
-    cw_env.check_expert(args.task, "shipped")
+    if args.task not in cw_env.SHIPPED_EXPERTS:  # load_shipped_expert's own message points at collect_data.py flags
+        raise ValueError(f"--task: cw:{args.task} ships no expert; use one of {', '.join(cw_env.SHIPPED_EXPERTS)}")
     policy = cw_env.load_shipped_expert(args.task)
     probe = cw_env.make_env(args.task, 0)
     spaces = cw_env.feature_spaces(probe, args.task, features)

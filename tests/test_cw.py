@@ -195,3 +195,5 @@ def test_feature_effects_script_tells_which_features_reach_the_data(tmp_path):
     assert float(rows["stage_friction"][-1]) == 0.0 and float(rows["floor_friction"][-1]) > 0.0
     p = run("scripts/cw_feature_effects.py", "--features", "stage_weight", ok=False)
     assert one_line_error(p, "--features: unknown CausalWorld feature(s) ['stage_weight']")
+    p = run("scripts/cw_feature_effects.py", "--task", "towers", ok=False)
+    assert one_line_error(p, "--task: cw:towers ships no expert")

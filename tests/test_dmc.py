@@ -106,10 +106,11 @@ def test_collection_is_repeatable(dmc_dataset, tmp_path):
 
 
 def test_collection_prints_progress(dmc_dataset):
-    """Collection says how far it is (a line at most every ~10 s and always at the last chunk): 3 episodes in
-    chunks of 2 end on '3/3 episodes, ... ETA 0.0 min'."""
-    lines = [ln for ln in dmc_dataset[2].splitlines() if " episodes, " in ln and "env steps/s, ETA " in ln]
-    assert lines and lines[-1].strip().startswith("3/3 episodes, ") and lines[-1].endswith("ETA 0.0 min")
+    """Collection says how far it is (progress.Progress: a line at most every ~10 s and always at the last chunk):
+    3 episodes in chunks of 2 end on '[collect dmc:cartpole-swingup] step 3/3 (100%) … ETA 0s  env_steps_per_s …'."""
+    lines = [ln for ln in dmc_dataset[2].splitlines() if ln.startswith(f"[collect dmc:{TASK}] ")]
+    assert lines and lines[-1].startswith(f"[collect dmc:{TASK}] step 3/3 (100%)  ") and "episodes/s  ETA 0s" in lines[-1]
+    assert float(lines[-1].split("env_steps_per_s ")[1]) > 0
 
 
 def test_missing_snapshot_and_bad_task_are_one_line_errors(tmp_path):
