@@ -66,6 +66,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 import contract
+from progress import Progress
 
 SHIPPED_EXPERTS = {"reaching": "reaching_ppo_curr1.zip", "pushing": "pushing_ppo_curr1.zip",
                    "picking": "picking_ppo_curr1.zip", "pick_and_place": "pick_and_place_ppo_curr0.zip",
@@ -413,11 +414,12 @@ def behaviour_table(cfg: CWConfig, task: str, obs_dim: int) -> Tuple[list, list]
 # ------------------------------------------------------------------------------------------ episodes
 def run_episodes(task: str, skip_frame: int, T: int, interventions: List[dict], ep_seeds: np.ndarray,
                  specs: list, ep_specs: np.ndarray, lockstep: int, record: bool, env_seed: int = 0,
-                 log_every: int = 0) -> dict:
+                 progress: str = "") -> dict:
     """Run len(interventions) episodes of T steps, `lockstep` envs at a time; policies act on batches.
     Episode i draws its goal and its action noise from ep_seeds[i] alone (the batched policy can still differ in
     the last float bit between batch sizes, so `lockstep` is part of the arguments). Returns returns [E], success [E] (fractional success at the end) and, with `record`, obs [E, T+1],
-    act [E, T], rew [E, T]."""
+    act [E, T], rew [E, T]. With `progress` (a name) it prints progress.Progress lines (at most every ~10 s and at the
+    end): '[<progress>] step 300/600 (50%)  0.42 episodes/s  ETA 12.5min  env_steps_per_s 691'."""
     E = len(interventions)
     envs = [make_env(task, env_seed + j, skip_frame) for j in range(min(lockstep, E))]
     blocks = movable_blocks(envs[0])
@@ -427,6 +429,7 @@ def run_episodes(task: str, skip_frame: int, T: int, interventions: List[dict], 
         out.update(obs=np.zeros((E, T + 1, obs_dim), np.float32), act=np.zeros((E, T, ACT_DIM), np.float32),
                    rew=np.zeros((E, T), np.float32))
     t0, steps = time.time(), 0
+    prog = Progress(progress, total=E, unit="episodes") if progress else None
     with torch_threads(1):
         for start in range(0, E, lockstep):
             idx = np.arange(start, min(start + lockstep, E))
@@ -463,10 +466,9 @@ def run_episodes(task: str, skip_frame: int, T: int, interventions: List[dict], 
             if record:
                 out["obs"][idx, T] = s
             steps += len(idx) * T
-            if log_every and (start // lockstep) % log_every == 0:
-                sps = steps / (time.time() - t0)
-                print(f"  {idx[-1] + 1}/{E} episodes, {sps:.0f} env steps/s, ETA {(E * T - steps) / sps / 60:.1f} min",
-                      flush=True)
+            if prog is not None:
+                done = int(idx[-1]) + 1
+                prog.update(done, lambda: {"env_steps_per_s": prog.rate(done) * T})
     for env in envs:
         env.close()
     out["steps_per_s"] = steps / max(time.time() - t0, 1e-9)
@@ -498,7 +500,7 @@ def collect(cfg: CWConfig, task: str, seed: int) -> dict:
     print(f"collecting {E} episodes × {T} steps of {env_id} (classes {cfg.n_classes} on {features}, "
           f"{len(specs)} behaviour policies)", flush=True)
     out = run_episodes(task, cfg.skip_frame, T, [table[c] for c in classes], ep_seeds, specs, policy_ids,
-                       cfg.lockstep, record=True, env_seed=seed, log_every=max(1, E // cfg.lockstep // 10))
+                       cfg.lockstep, record=True, env_seed=seed, progress=f"collect {env_id}")
     obs, nxt = out["obs"][:, :-1], out["obs"][:, 1:]  # one array, so s'_t == s_{t+1} holds exactly
     returns = out["rew"].astype(np.float64).sum(axis=1)
     timeouts = np.zeros((E, T), bool)

@@ -58,7 +58,8 @@ class Progress:
         rate = self.rate(step)
         eta = (self.total - step) / rate if rate > 0 else float("inf")
         text = " ".join(f"{k} {v:.4g}" for k, v in scalars.items())
-        return (f"[{self.name}] step {step}/{self.total} ({100 * step / max(self.total, 1):.0f}%)  {rate:.0f} "
+        shown = f"{rate:.0f}" if rate >= 10 else f"{rate:.2g}"  # 0.42 episodes/s, not 0
+        return (f"[{self.name}] step {step}/{self.total} ({100 * step / max(self.total, 1):.0f}%)  {shown} "
                 f"{self.unit}/s  ETA {_fmt_seconds(eta)}" + (f"  {text}" if text else ""))
 
     def update(self, step: int, scalars: Scalars = None, force: bool = False) -> bool:

@@ -113,12 +113,17 @@ def test_collect_tiny_dataset(tiny_cw):
     assert not np.array_equal(*first)
 
 
-def test_collect_is_repeatable_and_rejects_bad_arguments(tiny_cw, tmp_path):
+def test_collect_is_repeatable_and_rejects_bad_arguments(tiny_cw, tmp_path, capsys):
     import collect_data
 
     again = str(tmp_path / "again.npz")
+    capsys.readouterr()
     collect_data.main(collect_data.Args(env="cw:pushing", out=again, seed=1, cw=cw_env.CWConfig(**TINY)))
     assert open(again, "rb").read() == open(tiny_cw, "rb").read()
+    # progress through progress.Progress: 15 episodes in chunks of 4 end on a line at 100% with the env step rate
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("[collect cw:pushing] ")]
+    assert lines and lines[-1].startswith("[collect cw:pushing] step 15/15 (100%)  ") and "episodes/s  ETA 0s" in lines[-1]
+    assert float(lines[-1].split("env_steps_per_s ")[1]) > 0
     bad_value = json.dumps([{"stage_color": [0.1] * 3, "stage_friction": 0.7, "floor_friction": 0.4}] * 3)
     out = str(tmp_path / "bad.npz")
     for flags, words in ((["--cw.interventions", bad_value], "outside CausalWorld's space A"),

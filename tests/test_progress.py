@@ -53,6 +53,16 @@ def test_a_resumed_run_counts_only_its_own_steps():
     assert prog.line(950, {}) == "[t] step 950/1000 (95%)  5 steps/s  ETA 10s"  # 50 steps in 10 s, 50 to go
 
 
+def test_a_slow_rate_keeps_two_significant_digits():
+    """CausalWorld collection runs well under one episode per second: the line reads 0.42 episodes/s, not 0."""
+    prog = Progress("c", total=600, unit="episodes", stream=io.StringIO())
+    prog.t0 -= 100.0
+    assert prog.line(42, {}).startswith("[c] step 42/600 (7%)  0.42 episodes/s  ETA ")
+    fast = Progress("c", total=600, unit="episodes", stream=io.StringIO())
+    fast.t0 -= 10.0
+    assert fast.line(123, {}).startswith("[c] step 123/600 (20%)  12 episodes/s  ETA ")  # from 10 on: no decimals
+
+
 def test_csv_rows_are_on_disk_before_close(tmp_path):
     prog = Progress("t", total=10, out_dir=str(tmp_path / "run"), stream=io.StringIO())
     assert not (tmp_path / "run").exists()  # nothing is written before the first row
