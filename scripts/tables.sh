@@ -7,7 +7,8 @@
 # `table7` runs Table 7 instead: OILCA on pushing and picking with the intervened feature sets C = 1, 2, 4, 5
 # (--tag t5-c<C>; C = 3 is the default feature set, Table 2's own runs).
 # Usage: bash scripts/tables.sh [dmc|cw|all (default)|table7] [runner flags, e.g. --jobs 2 --threads 1]
-# Knob: TASKS (a subset, e.g. TASKS="cheetah-run walker-walk" bash scripts/tables.sh dmc).
+# Knobs: TASKS (a subset, e.g. TASKS="cheetah-run walker-walk" bash scripts/tables.sh dmc); CS, table7's feature sets
+# (a subset of 1 2 4 5, e.g. TASKS=pushing CS=5 bash scripts/tables.sh table7).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 which=${1:-all}; shift || true
@@ -26,9 +27,10 @@ run() {  # BENCHMARK [runner flags]; a finished row of Tables 1/2/6 also gets it
   fi
 }
 if [ "$which" = table7 ]; then
+  for c in ${CS:-}; do case $c in 1|2|4|5) ;; *) echo "tables.sh: CS must list feature sets among 1 2 4 5 (3 is Table 2's own runs), got '$c'" >&2; exit 2;; esac; done
   declare -A FEATURES  # Table 7's feature sets, as paper_results.py transcribes them
   for c in 1 2 4 5; do FEATURES[$c]=$($PY -c "import paper_results; print(*paper_results.FEATURE_SETS[$c])") || exit 1; done
-  for t in ${TASKS:-pushing picking}; do for c in 1 2 4 5; do
+  for t in ${TASKS:-pushing picking}; do for c in ${CS:-1 2 4 5}; do
     run "cw:$t" --tag "t5-c$c" --methods oilca --collect-flags="--cw.features ${FEATURES[$c]}" "$@"
   done; done
 fi

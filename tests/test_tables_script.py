@@ -8,8 +8,8 @@ import paper_results
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def tables(*args, tasks=None):
-    env = {**os.environ, **({"TASKS": tasks} if tasks else {})}
+def tables(*args, tasks=None, cs=None):
+    env = {**os.environ, **({"TASKS": tasks} if tasks else {}), **({"CS": cs} if cs else {})}
     return subprocess.run(["bash", "scripts/tables.sh", *args], cwd=ROOT, env=env, capture_output=True, text=True)
 
 
@@ -32,3 +32,13 @@ def test_causalworld_sources_per_task_and_table7_feature_sets():
     for line, c in zip(collects, (1, 2, 4, 5)):  # the feature sets come from the transcribed paper, nowhere else
         assert line.endswith(f"--cw.features {' '.join(paper_results.FEATURE_SETS[c])} --force")
     assert "oilca_s4" in out.stdout and "dwbc_s0" not in out.stdout
+
+
+def test_table7_feature_set_subset():
+    """CS picks Table 7's feature sets (e.g. only C = 5 of pushing); anything but 1, 2, 4, 5 is a one-line error."""
+    out = tables("table7", "--dry-run", tasks="pushing", cs="5")
+    collects = [line for line in out.stdout.splitlines() if " collect " in line]
+    assert out.returncode == 0 and len(collects) == 1 and "--out data/cw_pushing_t5-c5.npz" in collects[0]
+    out = tables("table7", "--dry-run", tasks="pushing", cs="5 3")
+    assert out.returncode == 2 and out.stdout == "" and out.stderr.strip() == \
+        "tables.sh: CS must list feature sets among 1 2 4 5 (3 is Table 2's own runs), got '3'"
