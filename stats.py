@@ -19,7 +19,9 @@ B = N_RESAMPLES = 10,000 resamples unless the caller passes another count (repor
   no s and no interval. Over 3–5 seeds the percentile bootstrap under-covers: it is about mean ± 1.96·σ̂/√n with σ̂
   the ddof=0 std, where the t interval t₀.₉₇₅,ₙ₋₁·s/√n is 1.58 times as wide at n = 5 and 2.69 times at n = 3.
 - mann_whitney(x, y) = 1/(m·k) · Σᵢ Σⱼ [1(xᵢ > yⱼ) + ½·1(xᵢ = yⱼ)] over X's m and Y's k seed scores: the chance
-  that a random seed of X beats a random seed of Y, a tie (exact float equality) counting one half.
+  that a random seed of X beats a random seed of Y, a tie counting one half. Two scores tie when they are equal up to
+  float noise, |x − y| ≤ TIE_RTOL·max(|x|, |y|) + TIE_ATOL (1e-9, 1e-12): a rerun on another machine or thread
+  count moves the last digits of a score, and exact equality would flip such a pair from ½ to 0 or 1.
 - probability_of_improvement(pairs) (rliable): one (x, y) per stratum (task, split); the point is the mean over
   strata of mann_whitney(x, y). The interval: a fresh default_rng(BOOT_SEED) draws, stratum by stratum, X's indices
   (B, m) and then Y's (B, k), so X's and Y's seeds are resampled independently (rliable's
@@ -80,10 +82,15 @@ def cell(values, n_resamples: int = N_RESAMPLES) -> dict:
             "ci": list(ci) if ci else None}
 
 
+TIE_RTOL, TIE_ATOL = 1e-9, 1e-12  # scores this close are equal for mann_whitney (float noise, not a difference)
+
+
 def mann_whitney(x, y) -> np.ndarray:
-    """P(X > Y) + ½ P(X = Y) over all pairs of the last axes: x (..., nx), y (..., ny) → (...)."""
+    """P(X > Y) + ½ P(X = Y) over all pairs of the last axes: x (..., nx), y (..., ny) → (...); X = Y up to float
+    noise (TIE_RTOL, TIE_ATOL)."""
     x, y = np.asarray(x, dtype=np.float64)[..., :, None], np.asarray(y, dtype=np.float64)[..., None, :]
-    return ((x > y) + 0.5 * (x == y)).mean(axis=(-2, -1))
+    tie = np.abs(x - y) <= TIE_RTOL * np.maximum(np.abs(x), np.abs(y)) + TIE_ATOL
+    return ((x > y) & ~tie).mean(axis=(-2, -1)) + 0.5 * tie.mean(axis=(-2, -1))
 
 
 def probability_of_improvement(pairs, n_resamples: int = N_RESAMPLES, level: float = CI_LEVEL):

@@ -68,6 +68,15 @@ def test_probability_of_improvement_counts_pairs_with_ties_as_half():
     assert stats.probability_of_improvement([([3.0], [1.0])]) == (1.0, None)  # one seed each: no interval
 
 
+def test_mann_whitney_counts_scores_equal_up_to_float_noise_as_ties():
+    # the toy rerun case: one score's last digits move (…369195 → …191) and must not flip a tie into a win
+    a, b = -7.273565072369195, -7.273565072369191
+    assert stats.mann_whitney([a], [b]) == 0.5 and stats.mann_whitney([b], [a]) == 0.5
+    assert stats.mann_whitney([0.0], [1e-13]) == 0.5  # near zero the absolute tolerance decides
+    assert stats.mann_whitney([1.0 + 1e-6], [1.0]) == 1.0  # a real difference, however small, still counts
+    assert stats.mann_whitney([1e-6], [0.0]) == 1.0 and stats.mann_whitney([-5.0, 2.0], [2.0 + 1e-14]) == 0.25
+
+
 def test_probability_of_improvement_resamples_x_then_y_in_every_stratum():
     pairs = [(np.array([1.0, 2.0, 3.0]), np.array([2.0, 2.5])), (np.array([0.0, 4.0]), np.array([1.0, 3.0, 5.0]))]
     rng = np.random.default_rng(0)
