@@ -126,7 +126,7 @@ def sample_actions(actor: Actor, norm: Normalizer, obs: np.ndarray, gen: torch.G
 def main(args: Args) -> dict:
     t0 = time.time()
     checks.fields(args, ratio=checks.Real(0, MAX_RATIO), seed=checks.SEED, sampler_steps=checks.COUNT,
-                  sampler_lr=checks.POSITIVE, batch_size=checks.COUNT, hidden=checks.COUNT, threads=checks.COUNT)
+                  sampler_lr=checks.RATE, batch_size=checks.COUNT, hidden=checks.COUNT, threads=checks.COUNT)
     uses_ivae = args.mode in ("counterfactual", "reconstruct")
     uses_sampler = args.mode != "expert_data" and args.labels == "sampler"  # else nothing is trained or loaded
     if args.sampler and not uses_sampler:

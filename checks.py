@@ -8,6 +8,8 @@ that names the flag, which the stage's `__main__` prints as `error: …` (exit s
 
 `trainer` knows the fields the trainers share (steps, batch size, widths, evaluation counts, seeds, threads, act_eps,
 every `*lr` and `*weight_decay`) and checks those the Args has; rules given by name add to or replace them.
+Learning rates and weight decays must also fit float32 (RATE, DECAY: at most F32_MAX ≈ 3.4e38): a larger Python float
+is finite, but torch's float32 optimisers overflow on it with a traceback.
 A value of None is never checked: it means "the documented default". Tuples (`--seeds`) are checked element-wise.
 
 `finite_losses(row, step, label)` stops a run whose logged losses are no longer finite; trainers call it where they
@@ -19,6 +21,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 SEED_MAX = 2**31 - 1  # seeds also feed dm_control's RandomState (below 2**32) after small offsets
+F32_MAX = 3.4028234663852886e38  # float32's largest finite value: a larger rate or decay overflows float32 tensors
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,8 @@ COUNT0 = Int(0)  # how many, where 0 means "off" (e.g. --eval-every 0: only at t
 SEED = Int(0, SEED_MAX)
 POSITIVE = Real(0, low_open=True)  # learning rates, variances
 NON_NEGATIVE = Real(0)  # weight decay, noise scales
+RATE = Real(0, F32_MAX, low_open=True)  # learning rates and other coefficients that meet float32 tensors
+DECAY = Real(0, F32_MAX)  # weight decays and penalties that meet float32 tensors
 UNIT = Real(0, 1)  # probabilities and fractions
 OPEN_UNIT = Real(0, 1, low_open=True, high_open=True)  # a class prior η, a discount
 LABEL = Text()
@@ -93,11 +98,11 @@ def fields(obj, prefix: str = "--", **rules) -> None:
 
 
 def trainer(args, **rules) -> None:
-    """The rules every trainer shares (TRAINER; any `lr`/`*_lr` positive, `weight_decay`/`*_weight_decay`
-    non-negative), for the fields `args` has, then the stage's own `rules` (which may override them)."""
+    """The rules every trainer shares (TRAINER; any `lr`/`*_lr` a RATE, `weight_decay`/`*_weight_decay` a DECAY), for
+    the fields `args` has, then the stage's own `rules` (which may override them)."""
     names = vars(args) if hasattr(args, "__dict__") else {}
-    auto = {n: POSITIVE for n in names if n == "lr" or n.endswith("_lr")}
-    auto.update({n: NON_NEGATIVE for n in names if n == "weight_decay" or n.endswith("_weight_decay")})
+    auto = {n: RATE for n in names if n == "lr" or n.endswith("_lr")}
+    auto.update({n: DECAY for n in names if n == "weight_decay" or n.endswith("_weight_decay")})
     fields(args, **{**TRAINER, **auto, **rules})
 
 

@@ -157,7 +157,7 @@ def check_args(args: Args) -> None:
         raise ValueError(f"--rule must be heldout or discriminator, got {args.rule!r}")
     heldout = args.rule == "heldout"
     rules = dict(folds=checks.Int(2)) if heldout else dict(
-        seed=checks.SEED, disc_steps=checks.COUNT, disc_batch_size=checks.Int(2), disc_lr=checks.POSITIVE,
+        seed=checks.SEED, disc_steps=checks.COUNT, disc_batch_size=checks.Int(2), disc_lr=checks.RATE,
         disc_hidden=checks.COUNT, disc_rows=checks.COUNT0)
     checks.fields(args, seeds=checks.SEED, candidates=checks.LABEL, threads=checks.COUNT, **rules)
     for flag, values in (("--candidates", args.candidates), ("--seeds", args.seeds)):

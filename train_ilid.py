@@ -67,7 +67,6 @@ from policy import (Actor, Normalizer, TorchStreams, artifact, build_replicas, c
 from progress import Progress
 
 D_MIN, D_MAX = 0.1, 0.9  # the official clip of D ("for a fair comparison to DWBC")
-F32_MAX = float(np.finfo(np.float32).max)  # a larger rate, decay or weight overflows float32 tensors and optimisers
 
 
 @dataclass
@@ -219,11 +218,9 @@ def flush_denormals(fn):
 @contract.all_or_nothing  # a failed run writes nothing; SIGTERM cleans up as SIGINT does
 @flush_denormals
 def main(args: Args) -> dict:
-    positive, non_negative = checks.Real(0, F32_MAX, low_open=True), checks.Real(0, F32_MAX)  # float32's range
     checks.trainer(args, d_steps=checks.COUNT, bc_steps=checks.COUNT, eta=checks.OPEN_UNIT, bar=checks.UNIT,
-                   rollback=checks.COUNT, decay=checks.Real(0, 1, low_open=True), weight_init=positive,
-                   epsilon=non_negative, alpha=positive, actor_lr=positive, alpha_lr=positive, d_lr=positive,
-                   weight_decay=non_negative, d_weight_decay=non_negative)
+                   rollback=checks.COUNT, decay=checks.Real(0, 1, low_open=True), weight_init=checks.RATE,
+                   epsilon=checks.DECAY, alpha=checks.RATE)  # the rates and decays: float32's range
     for name, given in (("--d-steps", args.d_steps), ("--bc-steps", args.bc_steps if args.auto_alpha else 1)):
         if given is None and args.total_steps * 2 // 5 < 1:
             raise ValueError(f"--total-steps {args.total_steps} leaves {name} 0.4 × {args.total_steps} = 0 steps: "
