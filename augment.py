@@ -45,9 +45,9 @@ from typing import Literal, Optional
 
 import numpy as np
 import torch
-import tyro
 
 import checks
+import cli
 import contract
 import envs
 from ivae import load_ivae
@@ -246,6 +246,6 @@ def main(args: Args) -> dict:
 
 if __name__ == "__main__":
     try:
-        main(tyro.cli(Args))
+        main(cli.parse(Args))
     except (contract.ContractError, ValueError) as e:
         sys.exit(f"error: {e}")

@@ -33,9 +33,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Optional
 
 import numpy as np
-import tyro
 
 import checks
+import cli
 import contract
 import envs
 from cw_env import CWConfig
@@ -175,6 +175,6 @@ def main(args: Args) -> dict:
 
 if __name__ == "__main__":
     try:
-        main(tyro.cli(Args))
+        main(cli.parse(Args))
     except (contract.ContractError, ValueError, NotImplementedError) as e:
         sys.exit(f"error: {e}")

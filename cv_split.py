@@ -30,9 +30,9 @@ import sys
 from dataclasses import dataclass
 
 import numpy as np
-import tyro
 
 import checks
+import cli
 import contract
 
 
@@ -148,6 +148,6 @@ def main(args: Args) -> dict:
 
 if __name__ == "__main__":
     try:
-        main(tyro.cli(Args))
+        main(cli.parse(Args))
     except (contract.ContractError, ValueError) as e:
         sys.exit(f"error: {e}")

@@ -691,6 +691,6 @@ def main(args: Args) -> list:
 
 
 if __name__ == "__main__":
-    import tyro
+    import cli
 
-    main(tyro.cli(Args))
+    main(cli.parse(Args))

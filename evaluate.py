@@ -29,9 +29,9 @@ import sys
 from dataclasses import asdict, dataclass
 from typing import Literal, Optional, Tuple
 
-import tyro
 
 import checks
+import cli
 import contract
 import envs
 import policy as policy_mod
@@ -114,6 +114,6 @@ def main(args: Args) -> list:
 
 if __name__ == "__main__":
     try:
-        main(tyro.cli(Args))
+        main(cli.parse(Args))
     except (contract.ContractError, ValueError, NotImplementedError) as e:
         sys.exit(f"error: {e}")

@@ -30,8 +30,8 @@ from dataclasses import asdict, dataclass
 from typing import Optional, Tuple
 
 import numpy as np
-import tyro
 
+import cli
 import contract
 import toy_env
 
@@ -153,6 +153,6 @@ def main(args: Args) -> dict:
 
 if __name__ == "__main__":
     try:
-        main(tyro.cli(Args))
+        main(cli.parse(Args))
     except (contract.ContractError, ValueError) as e:
         sys.exit(f"error: {e}")

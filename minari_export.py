@@ -34,8 +34,8 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional
 
 import numpy as np
-import tyro
 
+import cli
 import contract
 
 # .npz key -> step-info name (per-row keys; the optional ones are written where the .npz has them)
@@ -166,6 +166,6 @@ def main(args: Args) -> dict:
 
 if __name__ == "__main__":
     try:
-        main(tyro.cli(Args))
+        main(cli.parse(Args))
     except (contract.ContractError, ValueError) as e:
         sys.exit(f"error: {e}")

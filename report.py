@@ -73,9 +73,9 @@ from dataclasses import dataclass
 from typing import Optional, Tuple
 
 import numpy as np
-import tyro
 
 import checks
+import cli
 import contract
 import figures
 import paper_results
@@ -1013,6 +1013,6 @@ def main(args: Args) -> str:
 
 if __name__ == "__main__":
     try:
-        main(tyro.cli(Args))
+        main(cli.parse(Args))
     except (ValueError, KeyError) as e:
         sys.exit(f"error: {e}")

@@ -60,9 +60,9 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Dict, List, Literal, Optional, Tuple
 
-import tyro
 
 import checks
+import cli
 import contract
 import envs
 import paper_results
@@ -734,6 +734,6 @@ def main(args: Args) -> dict:
 
 if __name__ == "__main__":
     try:
-        sys.exit(0 if main(tyro.cli(Args))["ok"] else 1)
+        sys.exit(0 if main(cli.parse(Args))["ok"] else 1)
     except ValueError as e:  # contract.ContractError included
         sys.exit(f"error: {e}")

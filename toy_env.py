@@ -35,7 +35,6 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Callable, Optional, Sequence, Tuple
 
 import numpy as np
-import tyro
 
 DIM = 2  # state, action and exogenous variable are all 2-D in the paper's toy
 
@@ -454,7 +453,9 @@ def main(args: Args) -> dict:
 if __name__ == "__main__":
     import sys
 
+    import cli
+
     try:
-        main(tyro.cli(Args))
+        main(cli.parse(Args))
     except ValueError as e:  # contract.ContractError included
         sys.exit(f"error: {e}")

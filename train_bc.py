@@ -32,9 +32,9 @@ from typing import Literal, Optional, Tuple
 
 import numpy as np
 import torch
-import tyro
 
 import checks
+import cli
 import contract
 import envs
 from policy import (Actor, GraphedStep, IndexChunks, Normalizer, artifact, bc_loss, check_checkpoints, checkpoint_name,
@@ -214,6 +214,6 @@ def main(args: Args) -> dict:
 
 if __name__ == "__main__":
     try:
-        main(tyro.cli(Args))
+        main(cli.parse(Args))
     except (contract.ContractError, ValueError) as e:
         sys.exit(f"error: {e}")

@@ -42,9 +42,9 @@ from typing import Optional, Tuple
 import numpy as np
 import torch
 import torch.nn as nn
-import tyro
 
 import checks
+import cli
 import contract
 import envs
 from policy import (Actor, GraphedStep, IndexChunks, Normalizer, artifact, check_checkpoints, checkpoint_name,
@@ -371,6 +371,6 @@ def load_rows(path: str, args: Args) -> dict:
 
 if __name__ == "__main__":
     try:
-        main(tyro.cli(Args))
+        main(cli.parse(Args))
     except (contract.ContractError, ValueError) as e:
         sys.exit(f"error: {e}")

@@ -42,10 +42,10 @@ from typing import Literal, Optional
 
 import numpy as np
 import torch
-import tyro
 from scipy.optimize import linear_sum_assignment
 
 import checks
+import cli
 import contract
 from ivae import IVAE, load_ivae
 from progress import Progress
@@ -316,6 +316,6 @@ def main(args: Args) -> dict:
 
 if __name__ == "__main__":
     try:
-        main(tyro.cli(Args))
+        main(cli.parse(Args))
     except (contract.ContractError, ValueError) as e:
         sys.exit(f"error: {e}")

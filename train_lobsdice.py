@@ -38,9 +38,9 @@ from typing import Optional, Tuple
 import numpy as np
 import torch
 import torch.nn as nn
-import tyro
 
 import checks
+import cli
 import contract
 import envs
 from policy import (Actor, Normalizer, TorchStreams, artifact, build_replicas, cpu_threads, final_eval,
@@ -280,6 +280,6 @@ def main(args: Args) -> dict:
 
 if __name__ == "__main__":
     try:
-        main(tyro.cli(Args))
+        main(cli.parse(Args))
     except (contract.ContractError, ValueError) as e:
         sys.exit(f"error: {e}")

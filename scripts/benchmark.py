@@ -19,11 +19,11 @@ import tempfile
 import time
 from dataclasses import dataclass
 
-import tyro
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+import cli  # noqa: E402
 import collect_data  # noqa: E402
 import train_bc  # noqa: E402
 import train_bcnd  # noqa: E402
@@ -109,4 +109,4 @@ def main(args: Args) -> dict:
 
 
 if __name__ == "__main__":
-    main(tyro.cli(Args))
+    main(cli.parse(Args))

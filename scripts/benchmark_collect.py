@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from typing import Optional
 
 import numpy as np
-import tyro
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+import cli  # noqa: E402
 import collect_data  # noqa: E402
 import envs  # noqa: E402
 import dmc_env  # noqa: E402
@@ -71,4 +71,4 @@ def main(args: Args) -> dict:
 
 
 if __name__ == "__main__":
-    main(tyro.cli(Args))
+    main(cli.parse(Args))

@@ -26,11 +26,11 @@ from dataclasses import dataclass
 from typing import Optional, Tuple
 
 import torch
-import tyro
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+import cli  # noqa: E402
 import collect_data  # noqa: E402
 import contract  # noqa: E402
 import progress  # noqa: E402
@@ -166,4 +166,4 @@ def main(args: Args) -> dict:
 
 
 if __name__ == "__main__":
-    main(tyro.cli(Args))
+    main(cli.parse(Args))

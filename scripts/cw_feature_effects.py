@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from typing import Tuple
 
 import numpy as np
-import tyro
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import cli  # noqa: E402
 import cw_env  # noqa: E402
 
 
@@ -78,7 +78,7 @@ def main(args: Args) -> list:
 
 if __name__ == "__main__":
     try:
-        main(tyro.cli(Args))
+        main(cli.parse(Args))
     except (ValueError, FileNotFoundError, RuntimeError) as e:
         print(f"cw_feature_effects.py: {e}", file=sys.stderr)
         sys.exit(2)

@@ -31,9 +31,9 @@ from dataclasses import dataclass
 from typing import Optional, Tuple
 
 import numpy as np
-import tyro
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import cli  # noqa: E402
 import contract  # noqa: E402
 import report  # noqa: E402
 import stats  # noqa: E402
@@ -168,6 +168,6 @@ def main(args: Args) -> dict:
 
 if __name__ == "__main__":
     try:
-        main(tyro.cli(Args))
+        main(cli.parse(Args))
     except (ValueError, contract.ContractError) as e:
         sys.exit(f"error: {e}")

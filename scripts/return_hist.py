@@ -11,9 +11,9 @@ import sys
 from dataclasses import dataclass
 
 import numpy as np
-import tyro
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import cli  # noqa: E402
 import contract  # noqa: E402
 
 
@@ -89,6 +89,6 @@ def main(args: Args) -> dict:
 
 if __name__ == "__main__":
     try:
-        main(tyro.cli(Args))
+        main(cli.parse(Args))
     except contract.ContractError as e:
         sys.exit(f"error: {e}")

@@ -21,9 +21,9 @@ import sys
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
-import tyro
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import cli  # noqa: E402
 import contract  # noqa: E402
 
 
@@ -77,4 +77,4 @@ def main(args: Args) -> str:
 
 
 if __name__ == "__main__":
-    main(tyro.cli(Args))
+    main(cli.parse(Args))

@@ -34,11 +34,11 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Tuple
 
-import tyro
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+import cli  # noqa: E402
 import contract  # noqa: E402
 import report  # noqa: E402  (a module: its CLI runs only under its main guard)
 import stats  # noqa: E402
@@ -322,6 +322,6 @@ def main(args: Args) -> str:
 
 if __name__ == "__main__":
     try:
-        main(tyro.cli(Args))
+        main(cli.parse(Args))
     except (ValueError, KeyError) as e:
         sys.exit(f"error: {e}")

@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from typing import Optional, Tuple
 
 import numpy as np
-import tyro
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import cli  # noqa: E402
 import contract  # noqa: E402
 import report  # noqa: E402
 import runner  # noqa: E402
@@ -151,4 +151,4 @@ def main(args: Args) -> str:
 
 
 if __name__ == "__main__":
-    main(tyro.cli(Args))
+    main(cli.parse(Args))

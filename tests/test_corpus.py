@@ -557,6 +557,16 @@ case("args", "train_bc-seeds-repeated", "train_bc.py",
 case("args", "train_bc-seeds-without-{seed}", "train_bc.py", lambda inp, t: bc_argv(inp, t, "--seeds", 0, 1), "--out-dir")
 case("args", "train_bc-method-empty", "train_bc.py", lambda inp, t: bc_argv(inp, t, "--method", ""), "--method")
 case("args", "train_bc-method-slash", "train_bc.py", lambda inp, t: bc_argv(inp, t, "--method", "a/b"), "--method")
+# flags tyro itself refuses (a Literal's choices, a type, an unknown or unfinished flag): cli.parse's one line
+case("args", "train_bc-data=not-a-choice", "train_bc.py", lambda inp, t: bc_argv(inp, t, "--data", "d.npz"),
+     ["--data", "d.npz", "expert"])
+case("args", "train_dwbc-eta=abc", "train_dwbc.py", lambda inp, t: bc_argv(inp, t, "--eta", "abc", script="train_dwbc.py"),
+     ["--eta", "abc"])
+case("args", "runner-unknown-flag", "runner.py", lambda inp, t: ["--root", t, "--dry-run", "--bogus", 1], "--bogus")
+case("args", "evaluate-episodes-without-value", "evaluate.py",
+     lambda inp, t: ["--policy", inp.policy, "--out", J(t, "r_{split}.json"), "--episodes"], "--episodes")
+case("args", "collect_data-env-type", "collect_data.py", lambda inp, t: ["--out", J(t, "x.npz"), "--toy.n-classes", "two"],
+     ["--toy.n-classes", "two"])
 case("args", "train_dwbc-seeds-without-{seed}", "train_dwbc.py",
      lambda inp, t: bc_argv(inp, t, "--seeds", 0, 1, "--final-eval", J(t, "r_{split}.json")), "--out-dir")
 case("args", "train_bc-final-eval-without-{split}", "train_bc.py",

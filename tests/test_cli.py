@@ -1,0 +1,75 @@
+"""cli.parse: tyro's parse errors become one `error: …` line (status 2); valid command lines and --help pass through."""
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from typing import Literal
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import cli  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@dataclass
+class Args:
+    data: Literal["expert", "all"] = "expert"
+    """which rows"""
+    lr: float = 1e-4
+    """learning rate"""
+
+
+BOXED = """╭─ Invalid choice ─────────────────────────────────────╮
+│ invalid choice 'd.npz' for argument '--data'.        │
+│ Expected one of ('expert', 'all').                   │
+│ ──────────────────────────────────────────────────── │
+│ For full helptext, run train_bc.py --help            │
+╰──────────────────────────────────────────────────────╯
+"""
+PLAIN = """ Value error
+ ----------------------------------------
+  Error parsing --lr: could not convert string to float: 'abc'
+  ----------------------------------------
+  Argument helptext:
+      --lr FLOAT
+  ----------------------------------------
+  For full helptext, see train_bc.py --help
+"""
+
+
+def test_one_line_keeps_the_body_of_both_panel_styles_and_drops_the_helptext():
+    assert cli.one_line(BOXED) == "invalid choice 'd.npz' for argument '--data'. Expected one of ('expert', 'all')."
+    assert cli.one_line(PLAIN) == "Error parsing --lr: could not convert string to float: 'abc'"
+    assert cli.one_line("╭─ Missing argument ─╮\n╰────────────────────╯\n") == "Missing argument"  # no body: the title
+    assert cli.one_line("") == "could not parse the command line"
+
+
+@pytest.mark.parametrize("argv, words", [(["--data", "d.npz"], ["--data", "'d.npz'", "expert"]),
+                                         (["--lr", "abc"], ["--lr", "abc"]),
+                                         (["--bogus", "1"], ["--bogus"]),
+                                         (["--data"], ["--data"])])
+def test_parse_refuses_with_one_line_and_status_2(argv, words, capsys):
+    with pytest.raises(SystemExit) as e:
+        cli.parse(Args, argv)
+    out, err = capsys.readouterr()
+    assert e.value.code == 2 and out == ""
+    assert len(err.splitlines()) == 1 and err.startswith("error: "), err
+    assert all(w in err for w in words), err
+
+
+def test_parse_passes_valid_flags_and_help_through(capsys):
+    assert cli.parse(Args, ["--data", "all", "--lr", "0.5"]) == Args("all", 0.5)
+    with pytest.raises(SystemExit) as e:
+        cli.parse(Args, ["--help"])
+    assert e.value.code in (0, None) and "--lr" in capsys.readouterr().out
+
+
+def test_a_script_refuses_a_bad_choice_on_one_stderr_line_in_a_real_process():
+    """A real process: stderr is one line whatever rich decides about the terminal, and the exit status is 2."""
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "train_bc.py"), "--data", "d.npz"], capture_output=True,
+                          text=True, cwd=ROOT, timeout=120)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.splitlines() == ["error: invalid choice 'd.npz' for argument '--data'. Expected one of "
+                                        "('expert', 'all')."]
