@@ -38,7 +38,6 @@ Every flag is checked before any work; the sampler and the dataset are written a
 dataset has passed the contract's checks, and no output may be one of the inputs.
 """
 
-import sys
 import time
 from dataclasses import asdict, dataclass
 from typing import Literal, Optional
@@ -245,7 +244,4 @@ def main(args: Args) -> dict:
 
 
 if __name__ == "__main__":
-    try:
-        main(cli.parse(Args))
-    except (contract.ContractError, ValueError) as e:
-        sys.exit(f"error: {e}")
+    cli.run(main, Args)

@@ -7,6 +7,8 @@ tyro with its output captured and, when tyro refuses the command line, prints th
     error: invalid choice 'd.npz' for argument '--data'. Expected one of ('expert', 'all').
 
 and exits with status 2 (argparse's status for a usage error). `--help` and `-h` pass through untouched.
+`run(main, Args)` is a script's whole `__main__`: parse, call main, and print a refusal (a ValueError: a bad value, a
+bad file) or an exhausted memory as one `error: …` line with status 1.
 """
 
 import contextlib
@@ -14,11 +16,11 @@ import io
 import os
 import re
 import sys
-from typing import Optional, Sequence, Type, TypeVar
+from typing import Callable, Optional, Sequence, Tuple, Type, TypeVar
 
 import tyro
 
-T = TypeVar("T")
+T, R = TypeVar("T"), TypeVar("R")
 FRAME = "╭╮╰╯│─┃━┏┓┗┛"  # the panel's border characters (rich's rounded and heavy boxes)
 
 
@@ -66,3 +68,25 @@ def parse(cls: Type[T], args: Optional[Sequence[str]] = None, prog: Optional[str
             os.environ.pop("COLUMNS", None)
         else:
             os.environ["COLUMNS"] = columns
+
+
+def out_of_memory(e: BaseException) -> bool:
+    """numpy's and Python's MemoryError, torch's CPU allocator failure and CUDA's OutOfMemoryError."""
+    return isinstance(e, MemoryError) or type(e).__name__ == "OutOfMemoryError" or \
+        (isinstance(e, RuntimeError) and "can't allocate memory" in str(e))
+
+
+def run(main: Callable[[T], R], cls: Type[T], refused: Tuple[Type[BaseException], ...] = (ValueError,)) -> R:
+    """A script's `__main__`: parse (above), call main, and stop with one `error: …` line (status 1) on a refusal
+    (`refused`: ValueError, which contract.ContractError is, unless the script names more) or when memory runs out
+    (a --batch-size or a dataset too large for this machine), instead of a traceback."""
+    args = parse(cls)
+    try:
+        return main(args)
+    except refused as e:
+        sys.exit(f"error: {e}")
+    except (MemoryError, RuntimeError) as e:
+        if not out_of_memory(e):
+            raise
+        first = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
+        sys.exit(f"error: out of memory ({first}): lower --batch-size, or use a machine with more memory")

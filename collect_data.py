@@ -27,7 +27,6 @@ Every flag is checked before collecting; while it runs, --out is locked (a secon
 
 import json
 import os
-import sys
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Optional
@@ -174,7 +173,4 @@ def main(args: Args) -> dict:
 
 
 if __name__ == "__main__":
-    try:
-        main(cli.parse(Args))
-    except (contract.ContractError, ValueError, NotImplementedError) as e:
-        sys.exit(f"error: {e}")
+    cli.run(main, Args, refused=(ValueError, NotImplementedError))

@@ -26,7 +26,6 @@ unless --force. Outputs are written atomically and locked while the stage runs.
 """
 
 import os
-import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -147,7 +146,4 @@ def main(args: Args) -> dict:
 
 
 if __name__ == "__main__":
-    try:
-        main(cli.parse(Args))
-    except (contract.ContractError, ValueError) as e:
-        sys.exit(f"error: {e}")
+    cli.run(main, Args)

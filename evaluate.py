@@ -25,7 +25,6 @@ one line naming the file or flag, and nothing is written.
 """
 
 import os
-import sys
 from dataclasses import asdict, dataclass
 from typing import Literal, Optional, Tuple
 
@@ -113,7 +112,4 @@ def main(args: Args) -> list:
 
 
 if __name__ == "__main__":
-    try:
-        main(cli.parse(Args))
-    except (contract.ContractError, ValueError, NotImplementedError) as e:
-        sys.exit(f"error: {e}")
+    cli.run(main, Args, refused=(ValueError, NotImplementedError))

@@ -25,7 +25,6 @@ fingerprints), --table (the same as a markdown table) and --figure (the errors' 
 datasets only; CausalWorld and DeepMind Control have no known u.
 """
 
-import sys
 from dataclasses import asdict, dataclass
 from typing import Optional, Tuple
 
@@ -152,7 +151,4 @@ def main(args: Args) -> dict:
 
 
 if __name__ == "__main__":
-    try:
-        main(cli.parse(Args))
-    except (contract.ContractError, ValueError) as e:
-        sys.exit(f"error: {e}")
+    cli.run(main, Args)

@@ -27,7 +27,6 @@ the input .npz is only read.
 import json
 import os
 import shutil
-import sys
 import tempfile
 import warnings
 from dataclasses import dataclass
@@ -165,7 +164,4 @@ def main(args: Args) -> dict:
 
 
 if __name__ == "__main__":
-    try:
-        main(cli.parse(Args))
-    except (contract.ContractError, ValueError) as e:
-        sys.exit(f"error: {e}")
+    cli.run(main, Args)

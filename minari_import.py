@@ -34,7 +34,6 @@ output is refused unless --force; the Minari datasets are only read.
 
 import json
 import os
-import sys
 from dataclasses import asdict, dataclass
 from typing import Dict, List, Optional, Tuple
 
@@ -301,7 +300,4 @@ def main(args: Args) -> dict:
 
 
 if __name__ == "__main__":
-    try:
-        main(cli.parse(Args))
-    except (contract.ContractError, ValueError) as e:
-        sys.exit(f"error: {e}")
+    cli.run(main, Args)

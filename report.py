@@ -67,7 +67,6 @@ import math
 import os
 import re
 import string
-import sys
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Optional, Tuple
@@ -1012,7 +1011,4 @@ def main(args: Args) -> str:
 
 
 if __name__ == "__main__":
-    try:
-        main(cli.parse(Args))
-    except (ValueError, KeyError) as e:
-        sys.exit(f"error: {e}")
+    cli.run(main, Args, refused=(ValueError, KeyError))

@@ -733,7 +733,4 @@ def main(args: Args) -> dict:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(0 if main(cli.parse(Args))["ok"] else 1)
-    except ValueError as e:  # contract.ContractError included
-        sys.exit(f"error: {e}")
+    sys.exit(0 if cli.run(main, Args)["ok"] else 1)

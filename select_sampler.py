@@ -47,7 +47,6 @@ Outputs, written only after every input has passed:
                 (the copied file). Not written with --report-only (out_policies is then []).
 """
 
-import sys
 import time
 from dataclasses import dataclass
 from typing import Dict, List, Literal, Sequence, Tuple
@@ -421,7 +420,4 @@ def main(args: Args) -> dict:
 
 
 if __name__ == "__main__":
-    try:
-        main(cli.parse(Args))
-    except (contract.ContractError, ValueError) as e:
-        sys.exit(f"error: {e}")
+    cli.run(main, Args)

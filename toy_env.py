@@ -451,11 +451,6 @@ def main(args: Args) -> dict:
 
 
 if __name__ == "__main__":
-    import sys
-
     import cli
 
-    try:
-        main(cli.parse(Args))
-    except ValueError as e:  # contract.ContractError included
-        sys.exit(f"error: {e}")
+    cli.run(main, Args)

@@ -26,7 +26,6 @@ run's policy, bit for bit on a CPU); `--cuda --cuda-graph` replays each step as 
 
 import copy
 import os
-import sys
 from dataclasses import dataclass
 from typing import Literal, Optional, Tuple
 
@@ -213,7 +212,4 @@ def main(args: Args) -> dict:
 
 
 if __name__ == "__main__":
-    try:
-        main(cli.parse(Args))
-    except (contract.ContractError, ValueError) as e:
-        sys.exit(f"error: {e}")
+    cli.run(main, Args)

@@ -39,7 +39,6 @@ weights R, so replica k follows the run with `--seed k` alone up to float roundi
 import copy
 import math
 import os
-import sys
 import time
 from dataclasses import asdict, dataclass
 from typing import Optional, Tuple
@@ -291,7 +290,4 @@ def main(args: Args) -> dict:
 
 
 if __name__ == "__main__":
-    try:
-        main(cli.parse(Args))
-    except (contract.ContractError, ValueError) as e:
-        sys.exit(f"error: {e}")
+    cli.run(main, Args)

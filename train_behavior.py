@@ -22,7 +22,6 @@ step, env steps/s of this process, ETA, last losses).
 """
 
 import os
-import sys
 import time
 from dataclasses import asdict, dataclass
 from typing import Optional, Tuple
@@ -315,7 +314,4 @@ def main(args: Args) -> dict:
 
 
 if __name__ == "__main__":
-    try:
-        main(cli.parse(Args))
-    except (contract.ContractError, ValueError) as e:
-        sys.exit(f"error: {e}")
+    cli.run(main, Args)

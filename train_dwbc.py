@@ -35,7 +35,6 @@ run's policy, bit for bit on a CPU); `--cuda --cuda-graph` replays each step as 
 
 import copy
 import os
-import sys
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
@@ -370,7 +369,4 @@ def load_rows(path: str, args: Args) -> dict:
 
 
 if __name__ == "__main__":
-    try:
-        main(cli.parse(Args))
-    except (contract.ContractError, ValueError) as e:
-        sys.exit(f"error: {e}")
+    cli.run(main, Args)

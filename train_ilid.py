@@ -48,7 +48,6 @@ that run's files to `--out-dir` and `--final-eval` with `{seed}` replaced by k.
 import functools
 import math
 import os
-import sys
 import time
 from dataclasses import asdict, dataclass
 from typing import Optional, Tuple
@@ -400,7 +399,4 @@ def main(args: Args) -> dict:
 
 
 if __name__ == "__main__":
-    try:
-        main(cli.parse(Args))
-    except (contract.ContractError, ValueError) as e:
-        sys.exit(f"error: {e}")
+    cli.run(main, Args)

@@ -34,7 +34,6 @@ replaced by k.
 """
 
 import os
-import sys
 from dataclasses import asdict, dataclass
 from typing import Literal, Optional, Tuple
 
@@ -257,7 +256,4 @@ def main(args: Args) -> dict:
 
 
 if __name__ == "__main__":
-    try:
-        main(cli.parse(Args))
-    except (contract.ContractError, ValueError) as e:
-        sys.exit(f"error: {e}")
+    cli.run(main, Args)

@@ -34,7 +34,6 @@ matching (Hungarian), computed on the posterior means, as in the iVAE literature
 
 import json
 import os
-import sys
 import time
 import zipfile
 from dataclasses import asdict, dataclass
@@ -315,7 +314,4 @@ def main(args: Args) -> dict:
 
 
 if __name__ == "__main__":
-    try:
-        main(cli.parse(Args))
-    except (contract.ContractError, ValueError) as e:
-        sys.exit(f"error: {e}")
+    cli.run(main, Args)

@@ -31,7 +31,6 @@ replaced by k. One seed (the default) runs the same loop on plain networks.
 """
 
 import os
-import sys
 from dataclasses import asdict, dataclass
 from typing import Optional, Tuple
 
@@ -279,7 +278,4 @@ def main(args: Args) -> dict:
 
 
 if __name__ == "__main__":
-    try:
-        main(cli.parse(Args))
-    except (contract.ContractError, ValueError) as e:
-        sys.exit(f"error: {e}")
+    cli.run(main, Args)

@@ -26,7 +26,6 @@ it follows the single run up to float rounding; it writes that run's files to `-
 """
 
 import os
-import sys
 import time
 from dataclasses import asdict, dataclass
 from typing import Optional, Tuple
@@ -314,7 +313,4 @@ def main(args: Args) -> dict:
 
 
 if __name__ == "__main__":
-    try:
-        main(cli.parse(Args))
-    except (contract.ContractError, ValueError) as e:
-        sys.exit(f"error: {e}")
+    cli.run(main, Args)

@@ -88,7 +88,4 @@ def main(args: Args) -> dict:
 
 
 if __name__ == "__main__":
-    try:
-        main(cli.parse(Args))
-    except contract.ContractError as e:
-        sys.exit(f"error: {e}")
+    cli.run(main, Args)

@@ -321,7 +321,4 @@ def main(args: Args) -> str:
 
 
 if __name__ == "__main__":
-    try:
-        main(cli.parse(Args))
-    except (ValueError, KeyError) as e:
-        sys.exit(f"error: {e}")
+    cli.run(main, Args, refused=(ValueError, KeyError))

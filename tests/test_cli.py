@@ -73,3 +73,33 @@ def test_a_script_refuses_a_bad_choice_on_one_stderr_line_in_a_real_process():
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.splitlines() == ["error: invalid choice 'd.npz' for argument '--data'. Expected one of "
                                         "('expert', 'all')."]
+
+
+def test_run_turns_refusals_and_exhausted_memory_into_one_line_and_reraises_other_errors(monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["x.py", "--lr", "0.5"])
+
+    def refuse(args):
+        raise ValueError(f"--lr must be small, got {args.lr}")
+
+    def numpy_oom(args):
+        raise MemoryError("Unable to allocate 7.28 TiB for an array with shape (1000000000000,)")
+
+    def torch_oom(args):
+        raise RuntimeError("[enforce fail at alloc_cpu.cpp:127] DefaultCPUAllocator: can't allocate memory: you tried")
+
+    def bug(args):
+        raise RuntimeError("shape mismatch")
+
+    assert cli.run(lambda a: a.lr * 2, Args) == 1.0
+    for main, words in ((refuse, ["--lr must be small, got 0.5"]), (numpy_oom, ["out of memory", "7.28 TiB", "--batch-size"]),
+                        (torch_oom, ["out of memory", "can't allocate memory"])):
+        with pytest.raises(SystemExit) as e:
+            cli.run(main, Args)
+        message = str(e.value.code)  # sys.exit(text): Python prints it on stderr with status 1
+        assert message.startswith("error: ") and "\n" not in message and all(w in message for w in words), message
+    with pytest.raises(RuntimeError, match="shape mismatch"):  # a bug stays a traceback
+        cli.run(bug, Args)
+    with pytest.raises(KeyError):
+        cli.run(lambda a: {}["k"], Args)  # not refused unless the script names it
+    with pytest.raises(SystemExit):
+        cli.run(lambda a: {}["k"], Args, refused=(ValueError, KeyError))

@@ -565,6 +565,10 @@ case("args", "train_dwbc-eta=abc", "train_dwbc.py", lambda inp, t: bc_argv(inp, 
 case("args", "runner-unknown-flag", "runner.py", lambda inp, t: ["--root", t, "--dry-run", "--bogus", 1], "--bogus")
 case("args", "evaluate-episodes-without-value", "evaluate.py",
      lambda inp, t: ["--policy", inp.policy, "--out", J(t, "r_{split}.json"), "--episodes"], "--episodes")
+# memory: a batch no machine holds is one line too (cli.run), not numpy's or torch's traceback
+for _script in ("train_bc.py", "train_dwbc.py", "train_oril.py"):
+    case("args", f"{_script[:-3]}-batch-size-beyond-memory", _script,
+         lambda inp, t, s=_script: bc_argv(inp, t, "--batch-size", 10**12, script=s), ["out of memory", "--batch-size"])
 case("args", "collect_data-env-type", "collect_data.py", lambda inp, t: ["--out", J(t, "x.npz"), "--toy.n-classes", "two"],
      ["--toy.n-classes", "two"])
 case("args", "train_dwbc-seeds-without-{seed}", "train_dwbc.py",
