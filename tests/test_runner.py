@@ -278,13 +278,15 @@ def test_ray_backend_gives_the_same_results(local, tmp_path):
 
 def test_code_changes_make_jobs_stale(tmp_path, monkeypatch):
     # the code of a job: its script and the repo modules it imports, directly, lazily or through envs.py's backends
-    assert runner.code_files("train_dwbc.py") == ["checks.py", "contract.py", "cw_env.py", "cw_scripted.py", "dmc_env.py",
-                                                  "envs.py", "policy.py", "progress.py", "toy_env.py", "train_dwbc.py"]
+    assert runner.code_files("train_dwbc.py") == ["checks.py", "cli.py", "contract.py", "cw_env.py", "cw_scripted.py",
+                                                  "dmc_env.py", "envs.py", "policy.py", "progress.py", "toy_env.py",
+                                                  "train_dwbc.py"]
     # contract.py checks a dataset's env description through envs.py, so every stage depends on the backends
-    assert runner.code_files("train_ivae.py") == ["checks.py", "contract.py", "cw_env.py", "cw_scripted.py", "dmc_env.py",
-                                                  "envs.py", "ivae.py", "progress.py", "toy_env.py", "train_ivae.py"]
+    assert runner.code_files("train_ivae.py") == ["checks.py", "cli.py", "contract.py", "cw_env.py", "cw_scripted.py",
+                                                  "dmc_env.py", "envs.py", "ivae.py", "progress.py", "toy_env.py",
+                                                  "train_ivae.py"]
     # a job of one benchmark: the other backends are not its code (envs.py dispatches on the dataset's env)
-    assert runner.code_files("train_dwbc.py", "dmc") == ["checks.py", "contract.py", "dmc_env.py", "envs.py",
+    assert runner.code_files("train_dwbc.py", "dmc") == ["checks.py", "cli.py", "contract.py", "dmc_env.py", "envs.py",
                                                          "policy.py", "progress.py", "train_dwbc.py"]
     assert [f for f in runner.code_files("evaluate.py", "cw") if f.endswith("_env.py")] == ["cw_env.py"]
     assert all(j.backend == "dmc" for j in runner.build(*runner.resolve(runner.Args(benchmark="dmc:cartpole-swingup"))))
