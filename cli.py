@@ -88,5 +88,16 @@ def run(main: Callable[[T], R], cls: Type[T], refused: Tuple[Type[BaseException]
     except (MemoryError, RuntimeError) as e:
         if not out_of_memory(e):
             raise
-        first = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
-        sys.exit(f"error: out of memory ({first}): lower --batch-size, or use a machine with more memory")
+        sys.exit(f"error: out of memory ({short(str(e)) or type(e).__name__}): lower --batch-size, or use a machine "
+                 f"with more memory")
+
+
+def short(message: str, limit: int = 200) -> str:
+    """The last line of an exception's message, cut after its last full sentence within `limit` characters (torch's
+    CUDA message runs to 600 characters of allocator advice)."""
+    text = message.strip().splitlines()[-1].strip() if message.strip() else ""
+    if len(text) <= limit:
+        return text
+    cut = text[:limit]
+    end = cut.rfind(". ")
+    return cut[:end + 1] if end > 0 else cut.rstrip() + "…"

@@ -87,16 +87,28 @@ def test_run_turns_refusals_and_exhausted_memory_into_one_line_and_reraises_othe
     def torch_oom(args):
         raise RuntimeError("[enforce fail at alloc_cpu.cpp:127] DefaultCPUAllocator: can't allocate memory: you tried")
 
+    def cuda_oom(args):
+        import torch  # the class exists on CPU builds too, so this branch is tested without a GPU
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 80.00 GiB")
+
     def bug(args):
         raise RuntimeError("shape mismatch")
 
     assert cli.run(lambda a: a.lr * 2, Args) == 1.0
     for main, words in ((refuse, ["--lr must be small, got 0.5"]), (numpy_oom, ["out of memory", "7.28 TiB", "--batch-size"]),
-                        (torch_oom, ["out of memory", "can't allocate memory"])):
+                        (torch_oom, ["out of memory", "can't allocate memory"]),
+                        (cuda_oom, ["out of memory", "Tried to allocate 80.00 GiB"])):
         with pytest.raises(SystemExit) as e:
             cli.run(main, Args)
         message = str(e.value.code)  # sys.exit(text): Python prints it on stderr with status 1
         assert message.startswith("error: ") and "\n" not in message and all(w in message for w in words), message
+    cuda = ("CUDA out of memory. Tried to allocate 59604.65 GiB. GPU 0 has a total capacity of 79.18 GiB of which 78.66 "
+            "GiB is free. Including non-PyTorch memory, this process has 520.00 MiB memory in use. Of the allocated memory "
+            "266.00 KiB is allocated by PyTorch")  # an H100's message, 2026-11-27
+    assert cli.short(cuda) == ("CUDA out of memory. Tried to allocate 59604.65 GiB. GPU 0 has a total capacity of 79.18 "
+                               "GiB of which 78.66 GiB is free. Including non-PyTorch memory, this process has 520.00 MiB "
+                               "memory in use.")  # cut after the last sentence that ends within 200 characters
+    assert cli.short("x" * 300) == "x" * 200 + "…" and cli.short("a\nb. c") == "b. c" and cli.short("") == ""
     with pytest.raises(RuntimeError, match="shape mismatch"):  # a bug stays a traceback
         cli.run(bug, Args)
     with pytest.raises(KeyError):
