@@ -28,7 +28,6 @@ import os
 from dataclasses import asdict, dataclass
 from typing import Literal, Optional, Tuple
 
-
 import checks
 import cli
 import contract

@@ -60,7 +60,6 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Dict, List, Literal, Optional, Tuple
 
-
 import checks
 import cli
 import contract
