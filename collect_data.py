@@ -23,10 +23,14 @@ Output: one `.npz` following docs/contract.md (observations, actions, next_obser
 timeouts, episode_ids, aux, expert, episode_returns, exogenous, policy_ids, metadata). The same arguments
 and seed give the same file byte for byte. An existing output with the same arguments is kept (use --force).
 Every flag is checked before collecting; while it runs, --out is locked (a second collection to it is refused).
+CausalWorld collections are long (hours for towers): every finished batch of `--cw.lockstep` episodes is kept in
+`<out>.parts/` until the dataset is written, so a stopped collection run again with the same arguments (and code)
+runs only the missing batches; `--cw.workers N` runs the batches in N processes. Neither changes a byte.
 """
 
 import json
 import os
+import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Optional
@@ -109,6 +113,8 @@ def backend_args(args: Args, backend: str) -> dict:
         arg_dict.pop("expert_episodes")  # datasets made before the flag existed keep their records
     if arg_dict.get("cw", {}).get("expert") == "shipped":
         arg_dict["cw"].pop("expert")  # datasets made before --cw.expert existed keep their records
+    if "cw" in arg_dict:
+        arg_dict["cw"].pop("workers")  # how many processes collected: the bytes do not depend on it
     for key in envs.BACKENDS:
         if key != backend:
             arg_dict.pop(key, None)  # gym: has no collection options (its data comes from minari_import.py)
@@ -127,7 +133,7 @@ def check_args(args: Args, backend: str) -> None:
                       noise_std_high=checks.Real(max(0.0, args.dmc.noise_std_low)), lockstep=checks.COUNT)
     else:
         checks.fields(args.cw, "--cw.", episodes=checks.COUNT, n_classes=checks.COUNT, noise_levels=checks.NON_NEGATIVE,
-                      skip_frame=checks.COUNT, episode_len=checks.COUNT)
+                      skip_frame=checks.COUNT, episode_len=checks.COUNT, lockstep=checks.COUNT, workers=checks.COUNT)
     snapshots = {"dmc": {"--dmc.snapshots": list(args.dmc.snapshots)},
                  "cw": {"--cw.snapshots": list(args.cw.snapshots), "--cw.expert-snapshot": args.cw.expert_snapshot}}
     contract.check_paths(snapshots.get(backend, {}), files={"--out": args.out})
@@ -150,7 +156,9 @@ def main(args: Args) -> dict:
         raise SystemExit(f"error: {args.out} exists and was collected with other arguments: pass --force or another --out")
 
     t0 = time.time()
-    out = envs.collect(args.env, getattr(args, backend, None), args.seed)
+    parts = {"parts": args.out + ".parts"} if backend == "cw" else {}  # finished batches, kept for a resume
+    out = envs.backend_module(args.env).collect(getattr(args, backend, None), envs.parse_env_id(args.env)[1],
+                                                args.seed, **parts)
     positive, expert = split_expert(out["returns"], args.positive_frac, args.expert_prob, out["rng"],
                                     args.expert_episodes)
     arrays = out["arrays"]
@@ -163,6 +171,8 @@ def main(args: Args) -> dict:
     arrays["metadata"] = contract.dataset_arrays_from_meta(meta)
     contract.validate_dataset(args.out, arrays)  # never write a file that the next stage would refuse
     contract.save_npz(args.out, arrays)
+    if parts:
+        shutil.rmtree(parts["parts"], ignore_errors=True)  # the dataset is written: its batches are no longer needed
     table = recipe_table(out["returns"], out["classes"], out["policy_ids"], positive, expert, out["behaviors"])
     print(table)
     seconds = time.time() - t0

@@ -115,6 +115,9 @@ class CWConfig:
     """env steps per episode (default: the task's own time limit)"""
     lockstep: int = 8
     """episodes stepped together, one pybullet client each (the policy runs on one batch per step)"""
+    workers: int = 1
+    """processes that collect batches of `lockstep` episodes at once (one core each); the data does not depend on
+    it, so it is left out of the dataset's recorded arguments"""
 
 
 # ------------------------------------------------------------------------------------------ CausalWorld import
@@ -412,76 +415,230 @@ def behaviour_table(cfg: CWConfig, task: str, obs_dim: int) -> Tuple[list, list]
 
 
 # ------------------------------------------------------------------------------------------ episodes
-def run_episodes(task: str, skip_frame: int, T: int, interventions: List[dict], ep_seeds: np.ndarray,
-                 specs: list, ep_specs: np.ndarray, lockstep: int, record: bool, env_seed: int = 0,
-                 progress: str = "") -> dict:
-    """Run len(interventions) episodes of T steps, `lockstep` envs at a time; policies act on batches.
-    Episode i draws its goal and its action noise from ep_seeds[i] alone (the batched policy can still differ in
-    the last float bit between batch sizes, so `lockstep` is part of the arguments). Returns returns [E], success [E] (fractional success at the end) and, with `record`, obs [E, T+1],
-    act [E, T], rew [E, T]. With `progress` (a name) it prints progress.Progress lines (at most every ~10 s and at the
-    end): '[<progress>] step 300/600 (50%)  0.42 episodes/s  ETA 12.5min  env_steps_per_s 691'."""
-    E = len(interventions)
-    envs = [make_env(task, env_seed + j, skip_frame) for j in range(min(lockstep, E))]
-    blocks = movable_blocks(envs[0])
-    obs_dim = int(envs[0].observation_space.shape[0])
+class Lockstep:
+    """`lockstep` CausalWorld envs (env j seeded env_seed + j) and the behaviour policies `specs`; `run` steps one batch
+    of at most `lockstep` episodes together, the policies acting on the batch. A batch depends on its episodes'
+    interventions, seeds and policies alone, not on what the envs ran before (each episode starts from
+    set_starting_state), so batches can run in any order, in other processes, or after a restart, with the same bytes
+    (tests/test_cw.py checks it)."""
+
+    def __init__(self, task: str, skip_frame: int, lockstep: int, specs: list, env_seed: int = 0):
+        self.task, self.specs = task, specs
+        self.envs = [make_env(task, env_seed + j, skip_frame) for j in range(lockstep)]
+        self.blocks = movable_blocks(self.envs[0])
+        self.obs_dim = int(self.envs[0].observation_space.shape[0])
+
+    def run(self, T: int, interventions: List[dict], ep_seeds: np.ndarray, ep_specs: np.ndarray,
+            record: bool) -> dict:
+        """returns [n], success [n] (fractional success at the end) and, with `record`, obs [n, T+1], act [n, T],
+        rew [n, T] of n = len(interventions) <= lockstep episodes; episode i draws its goal and its action noise from
+        ep_seeds[i] alone."""
+        n, envs, specs = len(interventions), self.envs, self.specs
+        out = {"returns": np.zeros(n), "success": np.zeros(n)}
+        if record:
+            out.update(obs=np.zeros((n, T + 1, self.obs_dim), np.float32), act=np.zeros((n, T, ACT_DIM), np.float32),
+                       rew=np.zeros((n, T), np.float32))
+        rngs = [np.random.default_rng(int(seed)) for seed in ep_seeds]
+        s = np.stack([start_episode(envs[j], to_intervention(interventions[j], self.blocks), int(ep_seeds[j]),
+                                    goal_mode(self.task)) for j in range(n)])
+        info = [None] * n
+        for t in range(T):
+            a = np.zeros((n, ACT_DIM))
+            for p, (kind, policy, noise) in enumerate(specs):
+                rows = np.flatnonzero(ep_specs == p)
+                if len(rows) and kind == "policy" and getattr(policy, "needs_env", False):  # scripted expert
+                    a[rows] = policy.act([envs[j] for j in rows], s[rows], t)
+                elif len(rows) and kind == "policy":
+                    a[rows] = policy(s[rows])
+            for j in range(n):
+                kind, _, noise = specs[ep_specs[j]]
+                if kind == "random":
+                    a[j] = rngs[j].uniform(-1.0, 1.0, ACT_DIM)
+                elif noise > 0:
+                    a[j] = a[j] + noise * rngs[j].normal(size=ACT_DIM)
+            a = np.clip(a, -1.0, 1.0).astype(np.float32)  # the stored action is exactly the executed one
+            if record:
+                out["obs"][:, t], out["act"][:, t] = s, a
+            for j in range(n):
+                o, r, _, info[j] = envs[j].step(a[j].astype(np.float64))
+                s[j] = o
+                r = np.float32(r)
+                out["returns"][j] += float(r)
+                if record:
+                    out["rew"][j, t] = r
+        for j in range(n):
+            out["success"][j] = float(info[j]["fractional_success"])
+        if record:
+            out["obs"][:, T] = s
+        return out
+
+    def close(self) -> None:
+        for env in self.envs:
+            env.close()
+
+
+def _empty(E: int, T: int, obs_dim: int, record: bool) -> dict:
     out = {"returns": np.zeros(E), "success": np.zeros(E)}
     if record:
         out.update(obs=np.zeros((E, T + 1, obs_dim), np.float32), act=np.zeros((E, T, ACT_DIM), np.float32),
                    rew=np.zeros((E, T), np.float32))
-    t0, steps = time.time(), 0
+    return out
+
+
+def run_episodes(task: str, skip_frame: int, T: int, interventions: List[dict], ep_seeds: np.ndarray,
+                 specs: list, ep_specs: np.ndarray, lockstep: int, record: bool, env_seed: int = 0,
+                 progress: str = "") -> dict:
+    """Run len(interventions) episodes of T steps in batches of `lockstep` (Lockstep.run; the batched policy can
+    differ in the last float bit between batch sizes, so `lockstep` is part of the arguments). Returns returns [E],
+    success [E] and, with `record`, obs [E, T+1], act [E, T], rew [E, T]. With `progress` (a name) it prints
+    progress.Progress lines (at most every ~10 s and at the end):
+    '[<progress>] step 300/600 (50%)  0.42 episodes/s  ETA 12.5min  env_steps_per_s 691'."""
+    E = len(interventions)
+    runner = Lockstep(task, skip_frame, min(lockstep, E), specs, env_seed)
+    out = _empty(E, T, runner.obs_dim, record)
+    t0 = time.time()
     prog = Progress(progress, total=E, unit="episodes") if progress else None
     with torch_threads(1):
         for start in range(0, E, lockstep):
             idx = np.arange(start, min(start + lockstep, E))
-            rngs = [np.random.default_rng(int(ep_seeds[i])) for i in idx]
-            s = np.stack([start_episode(envs[j], to_intervention(interventions[i], blocks), int(ep_seeds[i]),
-                                        goal_mode(task)) for j, i in enumerate(idx)])
-            info = [None] * len(idx)
-            for t in range(T):
-                a = np.zeros((len(idx), ACT_DIM))
-                for p, (kind, policy, noise) in enumerate(specs):
-                    rows = np.flatnonzero(ep_specs[idx] == p)
-                    if len(rows) and kind == "policy" and getattr(policy, "needs_env", False):  # scripted expert
-                        a[rows] = policy.act([envs[j] for j in rows], s[rows], t)
-                    elif len(rows) and kind == "policy":
-                        a[rows] = policy(s[rows])
-                for j, i in enumerate(idx):
-                    kind, _, noise = specs[ep_specs[i]]
-                    if kind == "random":
-                        a[j] = rngs[j].uniform(-1.0, 1.0, ACT_DIM)
-                    elif noise > 0:
-                        a[j] = a[j] + noise * rngs[j].normal(size=ACT_DIM)
-                a = np.clip(a, -1.0, 1.0).astype(np.float32)  # the stored action is exactly the executed one
-                if record:
-                    out["obs"][idx, t], out["act"][idx, t] = s, a
-                for j, i in enumerate(idx):
-                    o, r, _, info[j] = envs[j].step(a[j].astype(np.float64))
-                    s[j] = o
-                    r = np.float32(r)
-                    out["returns"][i] += float(r)
-                    if record:
-                        out["rew"][i, t] = r
-            for j, i in enumerate(idx):
-                out["success"][i] = float(info[j]["fractional_success"])
-            if record:
-                out["obs"][idx, T] = s
-            steps += len(idx) * T
+            batch = runner.run(T, [interventions[i] for i in idx], ep_seeds[idx], ep_specs[idx], record)
+            for key, value in batch.items():
+                out[key][idx] = value
             if prog is not None:
                 done = int(idx[-1]) + 1
                 prog.update(done, lambda: {"env_steps_per_s": prog.rate(done) * T})
-    for env in envs:
-        env.close()
-    out["steps_per_s"] = steps / max(time.time() - t0, 1e-9)
+    runner.close()
+    out["steps_per_s"] = E * T / max(time.time() - t0, 1e-9)
     return out
 
 
-def collect(cfg: CWConfig, task: str, seed: int) -> dict:
+# ------------------------------------------------------------------------------------------ collection in batches
+_WORKER = {}
+
+
+def _worker_start(cfg: CWConfig, task: str, obs_dim: int, lockstep: int, env_seed: int) -> None:
+    """A collection worker process: its own envs and behaviour policies (rebuilt from the arguments, as the parent
+    builds them), kept for every batch it runs."""
+    import torch
+
+    torch.set_num_threads(1)  # one thread per worker: the workers are the parallelism
+    _WORKER["lockstep"] = Lockstep(task, cfg.skip_frame, lockstep, behaviour_table(cfg, task, obs_dim)[1], env_seed)
+
+
+def _worker_batch(job: tuple) -> Tuple[int, dict]:
+    b, T, interventions, ep_seeds, ep_specs = job
+    return b, _WORKER["lockstep"].run(T, interventions, ep_seeds, ep_specs, record=True)
+
+
+def _parts_key(cfg: CWConfig, task: str, seed: int, T: int) -> str:
+    """What a batch file depends on: the data arguments (all but --cw.workers), the episode length, the source of
+    every repo module loaded and the package versions. A folder of batches with another key is discarded."""
+    import hashlib
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    sources = {}
+    for name, module in sorted(sys.modules.items()):
+        path = getattr(module, "__file__", None) or ""
+        if os.path.isabs(path) and path.endswith(".py") and os.path.dirname(path) == here and os.path.isfile(path):
+            with open(path, "rb") as f:
+                sources[os.path.basename(path)] = hashlib.sha256(f.read()).hexdigest()
+    args = {k: v for k, v in asdict(cfg).items() if k != "workers"}
+    blob = json.dumps({"cw": args, "task": task, "seed": seed, "T": T, "code": sources,
+                       "versions": contract.package_versions()}, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def _open_parts(parts: str, key: str, n_batches: int) -> set:
+    """The batches already in the folder `parts` under this key (a folder with another key is emptied first)."""
+    os.makedirs(parts, exist_ok=True)
+    key_file = os.path.join(parts, "key.json")
+    try:
+        with open(key_file) as f:
+            same = json.load(f).get("key") == key
+    except (OSError, ValueError):
+        same = False
+    names = [f for f in os.listdir(parts) if f.startswith("batch_") and f.endswith(".npz")]
+    if not same:
+        if names:
+            print(f"{parts}: {len(names)} batch files of other arguments or code: discarded", flush=True)
+        for f in names:
+            os.remove(os.path.join(parts, f))
+        contract.save_json(key_file, {"key": key, "batches": n_batches})
+        return set()
+    return {int(f[6:-4]) for f in names if f[6:-4].isdigit() and int(f[6:-4]) < n_batches}
+
+
+def collect_batches(cfg: CWConfig, task: str, T: int, obs_dim: int, interventions: List[dict], ep_seeds: np.ndarray,
+                    specs: list, ep_specs: np.ndarray, env_seed: int, parts: Optional[str] = None, key: str = "",
+                    progress: str = "") -> dict:
+    """run_episodes(record=True) for a collection, in batches of cfg.lockstep episodes: with `parts` (a folder) every
+    finished batch is saved there, and a restart with the same key loads those and runs only the rest; with
+    cfg.workers > 1 the batches run in that many processes, each rebuilding `specs` from cfg (behaviour_table).
+    The bytes are the same either way."""
+    E, L = len(interventions), cfg.lockstep
+    batches = [np.arange(b, min(b + L, E)) for b in range(0, E, L)]
+    done = _open_parts(parts, key, len(batches)) if parts else set()
+    out = _empty(E, T, obs_dim, True)
+
+    def store(b: int, batch: dict, save: bool) -> None:
+        for k in ("returns", "success", "obs", "act", "rew"):
+            out[k][batches[b]] = batch[k]
+        if save and parts:
+            contract.save_npz(os.path.join(parts, f"batch_{b:05d}.npz"), {k: batch[k] for k in out})
+
+    loaded = 0
+    for b in sorted(done):
+        try:
+            with np.load(os.path.join(parts, f"batch_{b:05d}.npz")) as z:
+                store(b, {k: z[k] for k in out}, save=False)
+            loaded += len(batches[b])
+        except (OSError, ValueError, KeyError, zipfile.BadZipFile) as e:  # a damaged file: its batch runs again
+            print(f"{parts}: batch {b} unreadable ({e}): run again", flush=True)
+            done.discard(b)
+    if loaded:
+        print(f"{parts}: {loaded} of {E} episodes from an earlier run of the same collection", flush=True)
+    todo = [b for b in range(len(batches)) if b not in done]
+    jobs = [(b, T, [interventions[i] for i in batches[b]], ep_seeds[batches[b]], ep_specs[batches[b]]) for b in todo]
+    prog = Progress(progress, total=E, unit="episodes", start=loaded) if progress else None
+    count, t0 = loaded, time.time()
+
+    def advance(b: int) -> None:
+        nonlocal count
+        count += len(batches[b])
+        if prog is not None:
+            prog.update(count, lambda: {"env_steps_per_s": prog.rate(count) * T})
+
+    workers = min(cfg.workers, len(jobs))
+    if workers > 1:
+        import multiprocessing
+
+        ctx = multiprocessing.get_context("spawn")  # fresh interpreters: no pybullet client or torch state is forked
+        with ctx.Pool(workers, _worker_start, (cfg, task, obs_dim, L, env_seed)) as pool:
+            for b, batch in pool.imap_unordered(_worker_batch, jobs):
+                store(b, batch, save=True)
+                advance(b)
+    elif jobs:
+        with torch_threads(1):
+            runner = Lockstep(task, cfg.skip_frame, min(L, E), specs, env_seed)
+            try:
+                for b, T_, ints, seeds, specs in jobs:
+                    store(b, runner.run(T_, ints, seeds, specs, record=True), save=True)
+                    advance(b)
+            finally:
+                runner.close()
+    out["steps_per_s"] = (E - loaded) * T / max(time.time() - t0, 1e-9)
+    return out
+
+
+def collect(cfg: CWConfig, task: str, seed: int, parts: Optional[str] = None) -> dict:
     """Collect cfg.episodes episodes of cw:<task>; the return value follows collect_data.py's backend interface.
-    Every argument is checked (features, intervention values against space A, snapshots) before any episode runs."""
+    Every argument is checked (features, intervention values against space A, snapshots) before any episode runs.
+    With `parts` (a folder; collect_data.py passes <out>.parts) finished batches are kept there until the dataset is
+    written, so an interrupted collection resumes (collect_batches); cfg.workers processes share the batches."""
     env_id = f"cw:{task}"
     features = check_features(cfg.features)
-    if cfg.episodes < 1 or cfg.n_classes < 1 or cfg.lockstep < 1 or cfg.skip_frame < 1:
-        raise ValueError("need --cw.episodes, --cw.n-classes, --cw.lockstep and --cw.skip-frame >= 1")
+    if cfg.episodes < 1 or cfg.n_classes < 1 or cfg.lockstep < 1 or cfg.skip_frame < 1 or cfg.workers < 1:
+        raise ValueError("need --cw.episodes, --cw.n-classes, --cw.lockstep, --cw.skip-frame and --cw.workers >= 1")
     if cfg.episode_len is not None and cfg.episode_len < 1:
         raise ValueError("--cw.episode-len must be >= 1")
     check_expert(task, cfg.expert, cfg.expert_snapshot)
@@ -499,8 +656,8 @@ def collect(cfg: CWConfig, task: str, seed: int) -> dict:
     ep_seeds = rng.integers(0, 2**31 - 1, size=E)
     print(f"collecting {E} episodes × {T} steps of {env_id} (classes {cfg.n_classes} on {features}, "
           f"{len(specs)} behaviour policies)", flush=True)
-    out = run_episodes(task, cfg.skip_frame, T, [table[c] for c in classes], ep_seeds, specs, policy_ids,
-                       cfg.lockstep, record=True, env_seed=seed, progress=f"collect {env_id}")
+    out = collect_batches(cfg, task, T, obs_dim, [table[c] for c in classes], ep_seeds, specs, policy_ids, seed,
+                          parts, _parts_key(cfg, task, seed, T) if parts else "", progress=f"collect {env_id}")
     obs, nxt = out["obs"][:, :-1], out["obs"][:, 1:]  # one array, so s'_t == s_{t+1} holds exactly
     returns = out["rew"].astype(np.float64).sum(axis=1)
     timeouts = np.zeros((E, T), bool)

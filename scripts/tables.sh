@@ -8,7 +8,9 @@
 # (--tag t5-c<C>; C = 3 is the default feature set, Table 2's own runs).
 # Usage: bash scripts/tables.sh [dmc|cw|all (default)|table7] [runner flags, e.g. --jobs 2 --threads 1]
 # Knobs: TASKS (a subset, e.g. TASKS="cheetah-run walker-walk" bash scripts/tables.sh dmc); CS, table7's feature sets
-# (a subset of 1 2 4 5, e.g. TASKS=pushing CS=5 bash scripts/tables.sh table7).
+# (a subset of 1 2 4 5, e.g. TASKS=pushing CS=5 bash scripts/tables.sh table7); CW_WORKERS, processes per CausalWorld
+# collection (--cw.workers; the same data, but the flag is part of the collection's command, so a finished row run
+# again with another value collects again).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 which=${1:-all}; shift || true
@@ -44,10 +46,10 @@ if [ "$which" != cw ] && [ "$which" != table7 ]; then for t in ${TASKS:-$DMC}; d
 declare -A CW_SOURCE=([towers]="--cw.expert scripted" [stacked_blocks]="--cw.expert scripted --cw.episode-len 4166")
 if [ "$which" != dmc ] && [ "$which" != table7 ]; then for t in ${TASKS:-$CW}; do
   [[ " $CW " == *" $t "* ]] || continue
+  flags="${CW_SOURCE[$t]:-}${CW_WORKERS:+ --cw.workers $CW_WORKERS}"
   case $t in
     creative_stacked_blocks|general) echo "== tables.sh: cw:$t skipped: no behaviour source can reset it (docs/causalworld.md)";;
-    towers|stacked_blocks) run "cw:$t" --collect-flags="${CW_SOURCE[$t]}" "$@";;
-    *) run "cw:$t" "$@";;
+    *) if [ -n "$flags" ]; then run "cw:$t" --collect-flags="${flags# }" "$@"; else run "cw:$t" "$@"; fi;;
   esac
 done; fi
 [[ " $* " == *" --dry-run "* ]] || report

@@ -130,9 +130,51 @@ def test_collect_is_repeatable_and_rejects_bad_arguments(tiny_cw, tmp_path, caps
                          (["--cw.features", "stage_friction", "block_weight"], "unknown CausalWorld feature")):
         proc = run("collect_data.py", "--env", "cw:pushing", "--out", out, "--cw.episodes", "3", *flags, ok=False)
         assert one_line_error(proc, words), proc.stderr
-        assert not os.path.exists(out)
+        assert not os.path.exists(out) and not os.path.exists(out + ".parts")
+    proc = run("collect_data.py", "--env", "cw:pushing", "--out", out, "--cw.workers", "0", ok=False)
+    assert one_line_error(proc, "--cw.workers") and not os.path.exists(out + ".parts")
     proc = run("collect_data.py", "--env", "cw:reach", "--out", out, ok=False)
     assert "unknown CausalWorld task" in proc.stderr and not os.path.exists(out)
+
+
+def test_collection_resumes_and_runs_in_workers_with_the_same_bytes(tiny_cw, tmp_path, monkeypatch, capsys):
+    """An interrupted collection keeps its finished batches in <out>.parts and the next run with the same arguments
+    runs only the rest; batches from other arguments are discarded; --cw.workers 2 spreads the batches over two
+    processes. Each gives the file of the uninterrupted single-process run, byte for byte, and removes the folder."""
+    import collect_data
+
+    want = open(tiny_cw, "rb").read()
+    out = str(tmp_path / "resumed.npz")
+    args = lambda seed=1, **kw: collect_data.Args(env="cw:pushing", out=out, seed=seed,  # noqa: E731
+                                                  cw=cw_env.CWConfig(**{**TINY, **kw}))
+    real, calls = cw_env.Lockstep.run, []
+
+    def stop_after_two(self, *a, **kw):
+        if len(calls) == 2:
+            raise KeyboardInterrupt  # as a SIGTERM from the runner or a session's end would
+        calls.append(1)
+        return real(self, *a, **kw)
+
+    monkeypatch.setattr(cw_env.Lockstep, "run", stop_after_two)
+    with pytest.raises(KeyboardInterrupt):
+        collect_data.main(args(seed=2))  # other arguments: these two batches must not be reused below
+    calls.clear()
+    capsys.readouterr()
+    with pytest.raises(KeyboardInterrupt):
+        collect_data.main(args())
+    assert "2 batch files of other arguments or code: discarded" in capsys.readouterr().out
+    assert not os.path.exists(out)
+    assert sorted(os.listdir(out + ".parts")) == ["batch_00000.npz", "batch_00001.npz", "key.json"]
+    monkeypatch.setattr(cw_env.Lockstep, "run", real)
+    capsys.readouterr()
+    collect_data.main(args())
+    text = capsys.readouterr().out
+    assert "8 of 15 episodes from an earlier run" in text and "[collect cw:pushing] step 15/15 (100%)" in text, text
+    assert open(out, "rb").read() == want and not os.path.exists(out + ".parts")
+
+    os.remove(out)
+    collect_data.main(args(workers=2))
+    assert open(out, "rb").read() == want and not os.path.exists(out + ".parts")
 
 
 def test_table7_features_and_rollout_spaces(tiny_cw):

@@ -8,8 +8,8 @@ import paper_results
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def tables(*args, tasks=None, cs=None):
-    env = {**os.environ, **({"TASKS": tasks} if tasks else {}), **({"CS": cs} if cs else {})}
+def tables(*args, tasks=None, cs=None, **knobs):
+    env = {**os.environ, **({"TASKS": tasks} if tasks else {}), **({"CS": cs} if cs else {}), **knobs}
     return subprocess.run(["bash", "scripts/tables.sh", *args], cwd=ROOT, env=env, capture_output=True, text=True)
 
 
@@ -32,6 +32,19 @@ def test_causalworld_sources_per_task_and_table7_feature_sets():
     for line, c in zip(collects, (1, 2, 4, 5)):  # the feature sets come from the transcribed paper, nowhere else
         assert line.endswith(f"--cw.features {' '.join(paper_results.FEATURE_SETS[c])} --force")
     assert "oilca_s4" in out.stdout and "dwbc_s0" not in out.stdout
+
+
+def test_cw_workers_knob_reaches_every_causalworld_collection_and_only_when_set():
+    def collect_lines(**knobs):
+        out = tables("cw", "--dry-run", tasks="towers pushing", **knobs)
+        assert out.returncode == 0, out.stderr
+        return {line.split("--out data/")[1].split("_t5.npz")[0]: line for line in out.stdout.splitlines()
+                if " collect " in line}
+
+    lines = collect_lines(CW_WORKERS="2")
+    assert lines["cw_towers"].endswith("--cw.expert scripted --cw.workers 2 --force")
+    assert lines["cw_pushing"].endswith("--cw.workers 2 --force")
+    assert all("--cw.workers" not in line for line in collect_lines().values())  # finished rows keep their command
 
 
 def test_table7_feature_set_subset():
