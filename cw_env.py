@@ -33,7 +33,8 @@ Data (`collect`, used by `collect_data.py --env cw:<task>`):
     towers, stacked_blocks, creative_stacked_blocks and general ship no expert: for these block tasks
     `--cw.expert scripted` uses cw_scripted.py's pick-and-place script instead, bridged to normalised joint positions
     by inverse kinematics (recorded as env_config.expert), or pass a train_behavior.py snapshot as
-    `--cw.expert-snapshot`.
+    `--cw.expert-snapshot`. general runs on one fixed structure (STRUCTURES, recorded as env_config.structure):
+    its default stage is refused by CausalWorld's own feasibility check.
 Observations are CausalWorld's normalised structured observations, actions its normalised joint positions.
 
 Evaluation (`rollout`, used by `evaluate.py --env cw:<task> --space A|B`): every episode draws each intervened
@@ -80,6 +81,13 @@ FEATURES = ARENA_FEATURES + tuple(BLOCK_FEATURES)
 # towers, stacked_blocks, creative_stacked_blocks and general resample the goal *structure* (number and size of the
 # blocks), which changes the observation size between episodes: they keep their default goal too.
 DEFAULT_GOAL_TASKS = ("pick_and_place", "towers", "stacked_blocks", "creative_stacked_blocks", "general")
+# general's default stage cannot be used: one of the five 5 cm blocks its goal generator drops from the air rolls off
+# the arena, so CausalWorld's feasibility check refuses every later intervention on that stage (even none). Its envs
+# are therefore built with one fixed structure, set through the task generator's own variables (space A of each):
+# 5 blocks of 6.5 cm and 20 g (the size and mass of stacking2's blocks, which the scripted grip holds; the default
+# 80 g is outside general's space A [0.02, 0.06]), dropped at the positions numpy seed `seed` draws. make_env checks
+# that the stage is feasible; the structure is recorded in the dataset's env_config.
+STRUCTURES = {"general": {"nums_objects": 5, "tool_block_size": 0.065, "blocks_mass": 0.02, "seed": 0}}
 SCRIPTED_TASKS = ("stacking2", "towers", "stacked_blocks", "creative_stacked_blocks", "general")
 EXPERTS = ("shipped", "scripted")
 ACT_DIM = 9  # three fingers × three joints
@@ -185,13 +193,24 @@ def available() -> bool:
 
 
 def make_env(task: str, seed: int, skip_frame: int = 3):
-    """A headless CausalWorld env of `task` whose bounds checks accept space A ∪ B (we check A / B ourselves)."""
+    """A headless CausalWorld env of `task` whose bounds checks accept space A ∪ B (we check A / B ourselves); a task
+    in STRUCTURES gets its fixed structure (the same for every env and seed)."""
     if task not in TASKS:
         raise ValueError(f"unknown CausalWorld task 'cw:{task}': use one of {', '.join(TASKS)}")
     CausalWorld, generate_task = import_causal_world()
-    return CausalWorld(task=generate_task(task, variables_space="space_a_b"), skip_frame=skip_frame,
-                       enable_visualization=False, seed=seed, normalize_observations=True, normalize_actions=True,
-                       action_mode="joint_positions", observation_mode="structured")
+    env = CausalWorld(task=generate_task(task, variables_space="space_a_b"), skip_frame=skip_frame,
+                      enable_visualization=False, seed=seed, normalize_observations=True, normalize_actions=True,
+                      action_mode="joint_positions", observation_mode="structured")
+    if task in STRUCTURES:
+        values = {k: v for k, v in STRUCTURES[task].items() if k != "seed"}
+        np.random.seed(STRUCTURES[task]["seed"])  # the generator drops the blocks at global-numpy positions
+        env.get_task().set_intervention_space("space_a")
+        ok, _ = env.set_starting_state(values, check_bounds=True)
+        env.get_task().set_intervention_space("space_a_b")
+        if not ok or not env.get_stage().check_feasiblity_of_stage():
+            env.close()
+            raise RuntimeError(f"cw:{task}: CausalWorld refused the structure {STRUCTURES[task]} (infeasible stage)")
+    return env
 
 
 def default_episode_len(env) -> int:
@@ -677,6 +696,8 @@ def collect(cfg: CWConfig, task: str, seed: int, parts: Optional[str] = None) ->
                   "goal_space": "A", "goals": goal_mode(task), "expert_snapshot": cfg.expert_snapshot}
     if cfg.expert != "shipped":  # recorded only when set, so datasets of the shipped experts keep their metadata
         env_config["expert"] = cfg.expert
+    if task in STRUCTURES:
+        env_config["structure"] = dict(STRUCTURES[task])
     spec = {"env_id": env_id, "obs_dim": obs_dim, "act_dim": ACT_DIM, "action_low": [-1.0] * ACT_DIM,
             "action_high": [1.0] * ACT_DIM, "episode_len": T, "n_classes": cfg.n_classes, "heldout_classes": [],
             "aux_meaning": f"index of the fixed do-intervention on {features} inside CausalWorld's space A "
@@ -705,6 +726,9 @@ def check_spec(spec: dict) -> None:
             raise ValueError(f"{spec['env_id']}: env_config '{key}' must be an integer >= 1, found {cfg.get(key)!r}")
     if not isinstance(spec.get("spaces"), dict):
         raise ValueError(f"{spec['env_id']}: the env description has no variable 'spaces'")
+    if task in STRUCTURES and cfg.get("structure") != STRUCTURES[task]:
+        raise ValueError(f"{spec['env_id']}: the data was collected with the structure {cfg.get('structure')}, but "
+                         f"make_env builds {STRUCTURES[task]} (cw_env.STRUCTURES)")
 
 
 def _config(spec: dict) -> dict:

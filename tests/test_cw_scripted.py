@@ -78,3 +78,37 @@ def test_collect_two_scripted_episodes(tmp_path):
     assert "cw_scripted.py" in meta["behavior_policies"][0]["source"]
     assert d["actions"].shape == (50, 9) and np.all(np.abs(d["actions"]) <= 1)
     assert meta["env_config"]["goals"] == "resample"
+
+
+def test_general_gets_its_fixed_feasible_structure_and_collects(tmp_path):
+    """general's default stage is refused by CausalWorld's own feasibility check (a dropped goal block rolls off the
+    arena); make_env builds the fixed structure of cw_env.STRUCTURES instead: five 6.5 cm, 20 g blocks, a feasible
+    stage that accepts the interventions of c, and the same goal for every env seed. A tiny scripted collection
+    records the structure."""
+    import collect_data
+
+    st = cw_env.STRUCTURES["general"]
+    goals = []
+    for seed in (0, 5):
+        env = cw_env.make_env("general", seed)
+        stage = env.get_stage()
+        blocks = cw_env.movable_blocks(env)
+        assert len(blocks) == st["nums_objects"] and stage.check_feasiblity_of_stage()
+        for b in blocks:
+            np.testing.assert_allclose(stage.get_object_state(b, "size"), [st["tool_block_size"]] * 3, atol=1e-9)
+            assert stage.get_object_state(b, "mass") == pytest.approx(st["blocks_mass"])
+        spaces = cw_env.feature_spaces(env, "general", cw_env.ARENA_FEATURES)
+        for c in cw_env.class_table(spaces, 3, None):
+            cw_env.start_episode(env, cw_env.to_intervention(c, blocks), 0, goals="default")  # raises if refused
+        goals.append(np.concatenate([stage.get_object_state(g, "cartesian_position")
+                                     for g in sorted(stage.get_visual_objects())]))
+        env.close()
+    np.testing.assert_array_equal(goals[0], goals[1])  # the structure does not depend on the env's seed
+    path = str(tmp_path / "general.npz")
+    cfg = cw_env.CWConfig(episodes=2, n_classes=1, episode_len=10, noise_levels=(0.0,), expert="scripted", lockstep=2)
+    collect_data.main(collect_data.Args(env="cw:general", out=path, seed=0, cw=cfg))
+    meta = contract.load_dataset(path)["metadata"]
+    assert meta["env_config"]["structure"] == st and meta["env_config"]["goals"] == "default"
+    other = {**meta, "env_config": {**meta["env_config"], "structure": {**st, "seed": 1}}}
+    with pytest.raises(ValueError, match="collected with the structure"):  # evaluated on another stage: refused
+        cw_env.check_spec(other)

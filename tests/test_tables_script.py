@@ -20,9 +20,10 @@ def test_bad_first_argument_is_one_line_error():
 
 
 def test_causalworld_sources_per_task_and_table7_feature_sets():
-    out = tables("cw", "--dry-run", tasks="towers creative_stacked_blocks")
+    out = tables("cw", "--dry-run", tasks="towers general creative_stacked_blocks")
     assert out.returncode == 0, out.stderr
     assert "--out data/cw_towers_t5.npz --seed 0 --cw.episodes 600 --expert-episodes 13 --cw.expert scripted" in out.stdout
+    assert "--out data/cw_general_t5.npz --seed 0 --cw.episodes 600 --expert-episodes 12 --cw.expert scripted" in out.stdout
     assert "cw:creative_stacked_blocks skipped" in out.stdout and "cw_creative_stacked_blocks_t5.npz" not in out.stdout
     out = tables("table7", "--dry-run", tasks="picking")
     collects = [line for line in out.stdout.splitlines() if " collect " in line]
