@@ -230,7 +230,7 @@ def main(args: Args) -> dict:
     if "policy_ids" in data:
         new["policy_ids"] = np.full(n_aug, -1)
     old = {**data, "augmented": np.zeros(N, bool), "aug_source": np.full(N, -1), "aug_partner": np.full(N, -1)}
-    arrays = {k: np.concatenate([old[k], new[k]]).astype(old[k].dtype) for k in new}
+    arrays = {k: np.concatenate([old[k], new[k]]).astype(old[k].dtype, copy=False) for k in new}
     meta = {**meta, "augmentation": {**asdict(args), "n_augmented": n_aug, "n_expert_rows": int(len(exp_rows)),
                                      "n_unlabelled_rows": int(len(unl_rows)), "sampler_bc_loss": sampler_loss}}
     arrays["metadata"] = contract.dataset_arrays_from_meta(meta)

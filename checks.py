@@ -67,8 +67,8 @@ class Text:
 COUNT = Int(1)  # how many: steps, episodes, widths, threads
 COUNT0 = Int(0)  # how many, where 0 means "off" (e.g. --eval-every 0: only at the end)
 SEED = Int(0, SEED_MAX)
-POSITIVE = Real(0, low_open=True)  # learning rates, variances
-NON_NEGATIVE = Real(0)  # weight decay, noise scales
+POSITIVE = Real(0, low_open=True)  # variances, step sizes, slopes, box half-widths (learning rates: RATE)
+NON_NEGATIVE = Real(0)  # noise levels and scales, loss and penalty weights, τ, GPU shares (weight decays: DECAY)
 RATE = Real(0, F32_MAX, low_open=True)  # learning rates and other coefficients that meet float32 tensors
 DECAY = Real(0, F32_MAX)  # weight decays and penalties that meet float32 tensors
 UNIT = Real(0, 1)  # probabilities and fractions

@@ -157,8 +157,7 @@ def main(args: Args) -> dict:
 
     t0 = time.time()
     parts = {"parts": args.out + ".parts"} if backend == "cw" else {}  # finished batches, kept for a resume
-    out = envs.backend_module(args.env).collect(getattr(args, backend, None), envs.parse_env_id(args.env)[1],
-                                                args.seed, **parts)
+    out = envs.collect(args.env, getattr(args, backend, None), args.seed, **parts)
     positive, expert = split_expert(out["returns"], args.positive_frac, args.expert_prob, out["rng"],
                                     args.expert_episodes)
     arrays = out["arrays"]

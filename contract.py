@@ -578,18 +578,18 @@ def _check_array(path, key, arr, kind, shape, dims) -> np.ndarray:
         _fail(path, f"'{key}' has dtype {arr.dtype}, expected {kind}")
     _check_shape(path, key, arr.shape, shape, dims)
     if kind == "float":
-        arr = arr.astype(np.float32)
+        arr = arr.astype(np.float32, copy=False)  # no second copy of a float32 array: datasets run to gigabytes
         bad = ~np.isfinite(arr)
         if bad.any():
             row = int(np.argwhere(bad)[0][0])
             _fail(path, f"'{key}' contains NaN or inf (first at row {row})")
-        big = np.abs(arr) > MAX_ABS
+        big = (arr > MAX_ABS) | (arr < -MAX_ABS)  # |x| > MAX_ABS, without a float temporary
         if big.any():
             row = int(np.argwhere(big)[0][0])
             _fail(path, f"'{key}' holds {arr[tuple(np.argwhere(big)[0])]:.3g} at row {row}: values must lie within "
                         f"±{MAX_ABS:.0e} (normalisation statistics would overflow)")
     elif kind == "int":
-        arr = arr.astype(np.int64)
+        arr = arr.astype(np.int64, copy=False)
     return arr
 
 
@@ -640,6 +640,7 @@ def _check_episodes(path: str, data: Dict[str, Any], per_row_aux: bool = False) 
     keep = ~data["augmented"] if "augmented" in data else np.ones(len(data["rewards"]), bool)
     if not keep.any():
         return
+    keep = _as_slice(keep)
     ep = data["episode_ids"][keep]
     starts = np.flatnonzero(np.r_[True, ep[1:] != ep[:-1]])
     if len(np.unique(ep)) != len(starts):
@@ -682,12 +683,21 @@ def load_dataset_raw(path: str):
     return raw, validate_dataset(path, raw)
 
 
+def _as_slice(mask: np.ndarray):
+    """A row mask as a slice when its rows are one contiguous block (collected rows come before augmented ones), so
+    that indexing gives views, not copies, of arrays that run to gigabytes; the mask itself otherwise."""
+    rows = np.flatnonzero(mask)
+    if len(rows) and rows[-1] - rows[0] + 1 == len(rows):
+        return slice(int(rows[0]), int(rows[-1]) + 1)
+    return mask
+
+
 def fingerprint(data: Dict[str, Any]) -> str:
     """Content hash of the collected transitions (s, a, s', c): ties a model to the dataset it was fit on."""
     h = hashlib.sha256()
-    keep = ~data["augmented"] if "augmented" in data else np.ones(len(data["rewards"]), bool)
+    keep = _as_slice(~data["augmented"] if "augmented" in data else np.ones(len(data["rewards"]), bool))
     for key in ("observations", "actions", "next_observations", "aux"):
-        h.update(np.ascontiguousarray(data[key][keep]).tobytes())
+        h.update(np.ascontiguousarray(data[key][keep]))  # the same bytes as .tobytes(), without the copy
     return h.hexdigest()[:16]
 
 

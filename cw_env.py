@@ -453,10 +453,7 @@ class Lockstep:
         rew [n, T] of n = len(interventions) <= lockstep episodes; episode i draws its goal and its action noise from
         ep_seeds[i] alone."""
         n, envs, specs = len(interventions), self.envs, self.specs
-        out = {"returns": np.zeros(n), "success": np.zeros(n)}
-        if record:
-            out.update(obs=np.zeros((n, T + 1, self.obs_dim), np.float32), act=np.zeros((n, T, ACT_DIM), np.float32),
-                       rew=np.zeros((n, T), np.float32))
+        out = _empty(n, T, self.obs_dim, record)
         rngs = [np.random.default_rng(int(seed)) for seed in ep_seeds]
         s = np.stack([start_episode(envs[j], to_intervention(interventions[j], self.blocks), int(ep_seeds[j]),
                                     goal_mode(self.task)) for j in range(n)])
@@ -640,8 +637,8 @@ def collect_batches(cfg: CWConfig, task: str, T: int, obs_dim: int, intervention
         with torch_threads(1):
             runner = Lockstep(task, cfg.skip_frame, min(L, E), specs, env_seed)
             try:
-                for b, T_, ints, seeds, specs in jobs:
-                    store(b, runner.run(T_, ints, seeds, specs, record=True), save=True)
+                for b, T_, batch_ints, batch_seeds, batch_specs in jobs:
+                    store(b, runner.run(T_, batch_ints, batch_seeds, batch_specs, record=True), save=True)
                     advance(b)
             finally:
                 runner.close()

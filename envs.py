@@ -60,10 +60,11 @@ def env_spec(meta: dict) -> dict:
     return {k: v for k, v in meta.items() if k not in DATASET_ONLY}
 
 
-def collect(env_id: str, cfg, seed: int) -> dict:
+def collect(env_id: str, cfg, seed: int, **options) -> dict:
     """Run the backend's data collection (`cfg` is its config: ToyConfig, DMCConfig or CWConfig; gym: data comes
-    from Minari instead)."""
-    return backend_module(env_id).collect(cfg, parse_env_id(env_id)[1], seed)
+    from Minari instead); `options` go to the backend as they are (CausalWorld: `parts`, the folder of finished
+    batches)."""
+    return backend_module(env_id).collect(cfg, parse_env_id(env_id)[1], seed, **options)
 
 
 def default_splits(spec: dict) -> tuple:

@@ -132,18 +132,27 @@ def mean_corr_coef(true: np.ndarray, est: np.ndarray):
 
 @torch.no_grad()
 def evaluate_model(model: IVAE, tensors, batch: int = 8192, seed: int = 0) -> dict:
-    """Per member: mean ELBO / log-lik / KL over the whole dataset [E], posterior means and log-variances [E, N, d]."""
+    """Per member: mean ELBO / log-lik / KL over the whole dataset [E]."""
     gen = torch.Generator(device=tensors[0].device).manual_seed(seed)
-    sums, means, logvars = np.zeros((3, model.members)), [], []
+    sums = np.zeros((3, model.members))
     for i in range(0, len(tensors[0]), batch):
-        s, a, s_next, c = (t[i:i + batch] for t in tensors)
-        terms = elbo_terms(model, s, a, s_next, c, gen)
+        terms = elbo_terms(model, *(t[i:i + batch] for t in tensors), gen)
         sums += np.stack([t.sum(-1).cpu().numpy() for t in terms])
-        m, lv = model.encode(s, a, s_next, c)
-        means.append(m.cpu().numpy()), logvars.append(lv.cpu().numpy())
     n = len(tensors[0])
-    return {"elbo": sums[0] / n, "log_lik": sums[1] / n, "kl": sums[2] / n,
-            "u_mean": np.concatenate(means, 1), "u_logvar": np.concatenate(logvars, 1)}
+    return {"elbo": sums[0] / n, "log_lik": sums[1] / n, "kl": sums[2] / n}
+
+
+@torch.no_grad()
+def encode_dataset(model: IVAE, tensors, members: list, batch: int = 8192) -> tuple:
+    """Posterior means and log-variances [len(members), N, d] of the given members, written in place batch by batch:
+    a CausalWorld dataset has millions of rows and d = obs_dim, so only the members asked for are kept."""
+    n, means, logvars = len(tensors[0]), None, None
+    for i in range(0, n, batch):
+        m, lv = model.encode(*(t[i:i + batch] for t in tensors))
+        if means is None:
+            means, logvars = (np.empty((len(members), n, m.shape[-1]), np.float32) for _ in range(2))
+        means[:, i:i + batch], logvars[:, i:i + batch] = m[members].cpu().numpy(), lv[members].cpu().numpy()
+    return means, logvars
 
 
 def fit(args: Args, prior: str, data: dict, tensors, device, csv_name: str = "progress.csv") -> dict:
@@ -183,13 +192,16 @@ def fit(args: Args, prior: str, data: dict, tensors, device, csv_name: str = "pr
     model.eval()
     result = evaluate_model(model, tensors, seed=args.seed)
     best = int(np.argmax(result["elbo"]))  # model selection by ELBO only, never by MCC
+    members = list(range(E)) if "exogenous" in data else [best]  # MCC is reported for every restart
+    u_mean, u_logvar = encode_dataset(model, tensors, members)
     checks.finite_losses({"elbo": float(result["elbo"][best])}, args.total_steps, f"iVAE ({prior}), best restart")
     history = [{"restart": k, "elbo": float(result["elbo"][k]), "log_lik": float(result["log_lik"][k]),
                 "kl": float(result["kl"][k])} for k in range(E)]
     if "exogenous" in data:
         for k in range(E):
-            history[k]["mcc"] = mean_corr_coef(data["exogenous"], result["u_mean"][k])[0]
-    out = {key: result[key][best] for key in ("elbo", "log_lik", "kl", "u_mean", "u_logvar")}
+            history[k]["mcc"] = mean_corr_coef(data["exogenous"], u_mean[k])[0]
+    out = {key: result[key][best] for key in ("elbo", "log_lik", "kl")}
+    out.update(u_mean=u_mean[members.index(best)], u_logvar=u_logvar[members.index(best)])
     out.update(model=model.member(best), restart=best, history=history)
     out.update({k: float(out[k]) for k in ("elbo", "log_lik", "kl")})
     if "exogenous" in data:
@@ -260,7 +272,8 @@ def main(args: Args) -> dict:
     data = contract.load_dataset(args.dataset)
     contract.check_paths({"--dataset": args.dataset}, folders={"--out-dir": args.out_dir})
     keep = ~data["augmented"] if "augmented" in data else np.ones(len(data["rewards"]), bool)
-    data = {k: (v[keep] if isinstance(v, np.ndarray) else v) for k, v in data.items()}
+    if not keep.all():  # no copy of a dataset that holds collected rows only
+        data = {k: (v[keep] if isinstance(v, np.ndarray) else v) for k, v in data.items()}
     arg_dict = {k: v for k, v in asdict(args).items()
                 if k not in ("force", "log_every", "threads", "cuda", "tensorboard")}  # those leave the fit unchanged
     old = None if args.force else kept_fit(args, arg_dict, data)

@@ -152,6 +152,24 @@ def test_fingerprint_tracks_content(tiny_dataset):
     assert contract.fingerprint(data) != fp
 
 
+def test_loading_keeps_one_copy_of_the_arrays(tiny_dataset):
+    """A CausalWorld dataset runs to gigabytes: validation returns the float32 arrays it read, not copies, and checks
+    the collected rows of an augmented dataset through a view when they form one block (its fingerprint unchanged)."""
+    raw, data = contract.load_dataset_raw(tiny_dataset)
+    for key in ("observations", "next_observations", "actions", "rewards"):
+        assert data[key] is raw[key]
+    mask = np.zeros(10, bool)
+    mask[:6] = True
+    assert contract._as_slice(mask) == slice(0, 6) and contract._as_slice(~mask) == slice(6, 10)
+    mask[3] = False  # not one block: the mask itself
+    assert contract._as_slice(mask) is mask
+    aug = {**data, "augmented": np.r_[np.zeros(len(data["rewards"]) - 5, bool), np.ones(5, bool)]}
+    manual = __import__("hashlib").sha256()
+    for key in ("observations", "actions", "next_observations", "aux"):
+        manual.update(data[key][:-5].tobytes())
+    assert contract.fingerprint(aug) == manual.hexdigest()[:16]
+
+
 def test_cli_reports_one_line_error(tiny_dataset, tmp_path):
     arrays = raw(tiny_dataset)
     del arrays["actions"]

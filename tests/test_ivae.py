@@ -149,6 +149,22 @@ def test_training_improves_elbo_and_checkpoint_round_trip(tiny_dataset, tmp_path
     assert json.load(open(os.path.join(out, "metrics.json")))["dataset_fingerprint"] == ckpt["dataset_fingerprint"]
 
 
+def test_encode_dataset_keeps_the_members_asked_for(tiny_dataset):
+    """The posterior of chosen restarts over every row, batch by batch: the rows of one whole-data encode."""
+    data = contract.load_dataset(tiny_dataset)
+    tensors = [torch.as_tensor(data[k]) for k in ("observations", "actions", "next_observations")] + [torch.as_tensor(data["aux"])]
+    torch.manual_seed(0)
+    model = IVAE(data["metadata"]["obs_dim"], data["metadata"]["act_dim"], data["metadata"]["n_classes"], 2, 32, 2,
+                 "conditional", True, 0.01, True, members=3)
+    model.set_normalizer(data["observations"], data["actions"], data["next_observations"])
+    with torch.no_grad():
+        mean, logvar = (x.numpy() for x in model.encode(*tensors))
+    m, lv = T.encode_dataset(model, tensors, [2, 0], batch=700)  # batches that do not divide the rows
+    assert m.shape == lv.shape == (2, len(data["aux"]), 2) and m.dtype == np.float32
+    np.testing.assert_allclose(m, mean[[2, 0]], atol=1e-6)
+    np.testing.assert_allclose(lv, logvar[[2, 0]], atol=1e-6)
+
+
 def test_checkpoint_errors(tmp_path):
     bad = tmp_path / "bad.pt"
     bad.write_bytes(b"garbage")
