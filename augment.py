@@ -216,6 +216,7 @@ def main(args: Args) -> dict:
                 s_cf = (s_src + delta_n * ivae.delta_std + ivae.delta_mean).numpy()
                 a_cf = sample_actions(actor, norm, s_cf, gen)
             s_next_cf = ivae.decode(torch.as_tensor(s_cf), torch.as_tensor(a_cf), u)[0].numpy()
+            del mean_q, logvar_q, u  # gigabytes each on a CausalWorld dataset: freed before the arrays are joined
 
     # 3. the augmented dataset
     N = len(data["rewards"])
@@ -231,6 +232,9 @@ def main(args: Args) -> dict:
         new["policy_ids"] = np.full(n_aug, -1)
     old = {**data, "augmented": np.zeros(N, bool), "aug_source": np.full(N, -1), "aug_partner": np.full(N, -1)}
     arrays = {k: np.concatenate([old[k], new[k]]).astype(old[k].dtype, copy=False) for k in new}
+    for parts in (old, new, data):  # from here on only `arrays` is written: the parts it was joined from are freed
+        parts.clear()
+    del s_cf, a_cf, s_next_cf, extra
     meta = {**meta, "augmentation": {**asdict(args), "n_augmented": n_aug, "n_expert_rows": int(len(exp_rows)),
                                      "n_unlabelled_rows": int(len(unl_rows)), "sampler_bc_loss": sampler_loss}}
     arrays["metadata"] = contract.dataset_arrays_from_meta(meta)
