@@ -58,7 +58,7 @@ import sys
 import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from typing import Dict, List, Literal, Optional, Tuple
+from typing import Dict, List, Literal, Optional, Sequence, Tuple
 
 import checks
 import cli
@@ -189,6 +189,9 @@ class Args:
     """where data/, runs/ and results/ go"""
     jobs: int = 2
     """processes at a time (local backend; also the CPUs of a local Ray instance)"""
+    solo: Tuple[str, ...] = ()
+    """jobs whose name starts with one of these run with no other job beside them (local backend), in their turn:
+    the memory-heavy ones of a large dataset, e.g. --solo augment oilca for a CausalWorld block task on 24 GiB"""
     threads: Optional[int] = None
     """--threads of every job that takes it (trainers, augmentation, iVAE, SAC); default max(1, cores // --jobs)"""
     backend: Literal["local", "ray"] = "local"
@@ -292,6 +295,8 @@ def resolve(args: Args) -> Tuple[Args, dict]:
         if no_checkpoints:
             raise SystemExit(f"error: --budgets: {' '.join(no_checkpoints)} cannot save their policy on the way "
                              f"(--checkpoints is in train_bc.py and train_dwbc.py): run them without --budgets")
+    if args.solo and args.backend != "local":
+        raise SystemExit("error: --solo: the local backend only (a Ray task asks for its CPUs and GPUs instead)")
     if set(args.sweep_methods) - set(VARIANTS):
         raise SystemExit(f"error: --sweep-methods: {sorted(set(args.sweep_methods) - set(VARIANTS))} are not "
                          f"augmented methods ({' '.join(VARIANTS)})")
@@ -579,14 +584,19 @@ def execute(job: Job, env: dict) -> dict:
     return {"name": job.name, "ok": rc == 0, "rc": rc, "start": start, "end": time.time()}
 
 
-def run_local(todo: List[Job], env: dict, jobs: int, on_start, on_done):
+def run_local(todo: List[Job], env: dict, jobs: int, on_start, on_done, solo: Sequence[str] = ()):
+    """Up to `jobs` jobs at a time, in list order as their dependencies finish; a job whose name starts with one of
+    `solo` waits for the running ones to end and keeps every other job waiting until it ends."""
     names = {j.name for j in todo}
     done = {d for j in todo for d in j.deps if d not in names}  # the skipped (up-to-date) jobs
     running, failed = {}, False
+    alone = lambda j: j.name.startswith(tuple(solo))  # noqa: E731
     with ThreadPoolExecutor(max(1, jobs)) as pool:
         while todo or running:
             ready = [j for j in todo if all(d in done for d in j.deps)] if not failed else []
-            for j in ready[:max(1, jobs) - len(running)]:
+            for j in ready:
+                if len(running) >= max(1, jobs) or any(map(alone, running.values())) or (alone(j) and running):
+                    break
                 todo.remove(j)
                 on_start(j)
                 running[pool.submit(execute, j, env)] = j
@@ -670,6 +680,8 @@ def main(args: Args) -> dict:
     listing = [dict(name=j.name, state=state[j.name], command=command(j)) for j in jobs]
     why = "as given" if given_threads else f"{cpu_cores()} cores // --jobs {args.jobs}"
     print(f"runner: --threads {args.threads} for every job that takes it ({why})")
+    if args.solo:
+        print(f"runner: jobs named {' '.join(p + '*' for p in args.solo)} run alone (--solo)")
     if args.dry_run:
         print("\n".join(f"{j['state']:<4} {j['name']:<22} {j['command']}" for j in listing))
         maybe = sum(j.recheck for j in jobs)
@@ -704,7 +716,7 @@ def main(args: Args) -> dict:
         if args.backend == "ray":
             run_ray(todo, env, args, on_start, on_done, stop_file)
         else:
-            run_local(list(todo), env, args.jobs, on_start, on_done)
+            run_local(list(todo), env, args.jobs, on_start, on_done, args.solo)
     finally:
         if os.path.exists(stop_file):
             os.remove(stop_file)

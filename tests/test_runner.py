@@ -403,3 +403,35 @@ def test_toy_paper_preset_is_its_own_benchmark(two_cores):
 def test_unknown_toy_preset_is_one_line_error(benchmark):
     with pytest.raises(SystemExit, match="--benchmark"):
         runner.resolve(runner.Args(benchmark=benchmark))
+
+
+def test_solo_jobs_run_with_no_other_job_beside_them(monkeypatch):
+    """--solo: a memory-heavy job waits for the running ones and holds back the rest; the others still run --jobs at a
+    time, and the list order is kept."""
+    import time as _time
+
+    def fake_execute(job, env):
+        _time.sleep(0.02)
+        return {"name": job.name, "ok": True, "rc": 0, "start": 0.0, "end": 0.0}
+
+    def grid(solo):
+        now, spans = set(), []  # the scheduler's own view: started and not yet reported done
+
+        def on_start(j):
+            spans.append((j.name, set(now)))
+            now.add(j.name)
+
+        jobs = [runner.Job(n, "x", ["true"]) for n in names]
+        jobs[4].deps = ["augment_s0"]
+        runner.run_local(jobs, {}, 2, on_start, lambda r: now.discard(r["name"]), solo=solo)
+        return spans
+
+    monkeypatch.setattr(runner, "execute", fake_execute)
+    names = ["bc_s0", "bc_s1", "augment_s0", "augment_s1", "oilca_s0", "bc_s2", "bc_s3"]
+    spans = grid(("augment", "oilca"))
+    assert [n for n, _ in spans] == names
+    beside = dict(spans)
+    for n in ("augment_s0", "augment_s1", "oilca_s0"):
+        assert beside[n] == set(), (n, beside[n])
+    assert beside["bc_s1"] == {"bc_s0"} and beside["bc_s3"] == {"bc_s2"}  # two at a time otherwise
+    assert any(others for n, others in grid(()) if n.startswith("augment"))  # without --solo they share
