@@ -26,7 +26,8 @@ def test_causalworld_sources_per_task_and_table7_feature_sets():
     assert "--out data/cw_general_t5.npz --seed 0 --cw.episodes 600 --expert-episodes 12 --cw.expert scripted" in out.stdout
     assert "cw:creative_stacked_blocks skipped" in out.stdout and "cw_creative_stacked_blocks_t5.npz" not in out.stdout
     assert out.stdout.count("runner: jobs named augment* oilca* run alone (--solo)") == 2  # towers and general
-    assert "run alone" not in tables("cw", "--dry-run", tasks="pushing").stdout
+    out = tables("cw", "--dry-run", tasks="pushing")  # no --solo (an empty array under set -u still runs)
+    assert out.returncode == 0 and "run alone" not in out.stdout and "cw_pushing_t5.npz" in out.stdout, out.stderr
     out = tables("table7", "--dry-run", tasks="picking")
     collects = [line for line in out.stdout.splitlines() if " collect " in line]
     assert [c.split("--out data/")[1].split(".npz")[0] for c in collects] == [f"cw_picking_t5-c{c}" for c in (1, 2, 4, 5)]
