@@ -47,7 +47,7 @@ if [ "$which" != cw ] && [ "$which" != table7 ]; then for t in ${TASKS:-$DMC}; d
 declare -A CW_SOURCE=([towers]="--cw.expert scripted" [stacked_blocks]="--cw.expert scripted --cw.episode-len 4166"
                       [general]="--cw.expert scripted")
 # 2.5 M transitions of 168-dim observations (towers, general; stacked_blocks more): an augmentation peaks at 14 GB
-# and two side by side ran out of 24 GiB; an OILCA run trains on twice the rows. Those jobs run alone (docs/causalworld.md)
+# and two at once ran out of 24 GiB; OILCA trains on twice the rows. So they run alone (docs/causalworld.md).
 declare -A CW_SOLO=([towers]="augment oilca" [stacked_blocks]="augment oilca" [general]="augment oilca")
 if [ "$which" != dmc ] && [ "$which" != table7 ]; then for t in ${TASKS:-$CW}; do
   [[ " $CW " == *" $t "* ]] || continue
