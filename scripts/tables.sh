@@ -46,7 +46,7 @@ if [ "$which" != cw ] && [ "$which" != table7 ]; then for t in ${TASKS:-$DMC}; d
 # creative_stacked_blocks has none yet
 declare -A CW_SOURCE=([towers]="--cw.expert scripted" [stacked_blocks]="--cw.expert scripted --cw.episode-len 4166"
                       [general]="--cw.expert scripted")
-# 2.5 M transitions of 168-dim observations (towers, general; stacked_blocks more): an augmentation peaks at 14 GB
+# 2.5 M transitions of 168-dim observations (towers, general; stacked_blocks more): an augmentation peaks at 19 GB
 # and two at once ran out of 24 GiB; OILCA trains on twice the rows. So they run alone (docs/causalworld.md).
 declare -A CW_SOLO=([towers]="augment oilca" [stacked_blocks]="augment oilca" [general]="augment oilca")
 if [ "$which" != dmc ] && [ "$which" != table7 ]; then for t in ${TASKS:-$CW}; do
