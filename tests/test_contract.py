@@ -1,4 +1,5 @@
 """The dataset contract (contract.py): validation errors are one line naming the file and the problem."""
+import hashlib
 import json
 import os
 
@@ -164,7 +165,7 @@ def test_loading_keeps_one_copy_of_the_arrays(tiny_dataset):
     mask[3] = False  # not one block: the mask itself
     assert contract._as_slice(mask) is mask
     aug = {**data, "augmented": np.r_[np.zeros(len(data["rewards"]) - 5, bool), np.ones(5, bool)]}
-    manual = __import__("hashlib").sha256()
+    manual = hashlib.sha256()
     for key in ("observations", "actions", "next_observations", "aux"):
         manual.update(data[key][:-5].tobytes())
     assert contract.fingerprint(aug) == manual.hexdigest()[:16]

@@ -2,6 +2,7 @@
 import glob
 import json
 import os
+import time
 
 import pytest
 
@@ -408,10 +409,8 @@ def test_unknown_toy_preset_is_one_line_error(benchmark):
 def test_solo_jobs_run_with_no_other_job_beside_them(monkeypatch):
     """--solo: a memory-heavy job waits for the running ones and holds back the rest; the others still run --jobs at a
     time, and the list order is kept."""
-    import time as _time
-
     def fake_execute(job, env):
-        _time.sleep(0.02)
+        time.sleep(0.02)
         return {"name": job.name, "ok": True, "rc": 0, "start": 0.0, "end": 0.0}
 
     def grid(solo):
