@@ -715,11 +715,14 @@ def paper_rows(number: int, pattern: str, c_pattern: str, n_resamples: int = sta
                           "success": stats.cell(list(suc.values()), n_resamples) if suc else None,
                           "paper": paper[task][col]}
         run = [c for c in cells if cells[c]["ours"]]
-        ours = stats.ranks({c: cells[c]["ours"]["mean"] for c in run})
+        # means are ordered at 9 decimals: two columns whose episodes return the same, to the bit, can differ in the
+        # last float bits of their seed means (summation order), and that is no order (towers: do-nothing columns)
+        level = {c: round(cells[c]["ours"]["mean"], 9) for c in run}
+        ours = stats.ranks(level)
         theirs = stats.ranks({c: v["paper"][0] for c, v in cells.items()})
         for c, v in cells.items():
             v["rank"], v["paper_rank"] = ours.get(c), theirs[c]
-        tau = stats.kendall_tau([cells[c]["ours"]["mean"] for c in run], [cells[c]["paper"][0] for c in run])
+        tau = stats.kendall_tau([level[c] for c in run], [cells[c]["paper"][0] for c in run])
         out.append({"task": task, "benchmark": bench, "split": split, "notes": notes, "tau": tau, "cells": cells})
     return out
 

@@ -190,6 +190,20 @@ def test_causalworld_tables_take_their_split_rank_and_show_success(tmp_path):
     assert "BC-exp has the same s, 26.92" in md  # Table 2's oddity is listed under it
 
 
+def test_means_equal_but_for_float_rounding_share_a_rank(tmp_path):
+    """towers: columns that never move a block return the same to the bit in every episode, yet their seed means can
+    differ in the last bits (summation order); they share a rank and count as a tie for τ."""
+    folder = tmp_path / "cw_pushing_t5"
+    write_runs(folder, "cw:pushing", "bc_exp", "B", [9.995548300910741, 9.995548300910741])
+    write_runs(folder, "cw:pushing", "bc_all", "B", [9.99554830097283, 9.995548300910741])
+    write_runs(folder, "cw:pushing", "dwbc", "B", [9.0, 9.5])
+    b = by_task(report.paper_rows(2, pattern(tmp_path), "{folder}-c{c}", n_resamples=200))["pushing"]
+    assert b["cells"]["bc_exp"]["ours"]["mean"] != b["cells"]["bc_all"]["ours"]["mean"]
+    assert b["cells"]["bc_exp"]["rank"] == b["cells"]["bc_all"]["rank"] == 1 and b["cells"]["dwbc"]["rank"] == 3
+    paper = [b["cells"][m]["paper"][0] for m in ("bc_exp", "bc_all", "dwbc")]
+    assert b["tau"] == pytest.approx(kendalltau([1.0, 1.0, 0.0], paper).statistic)
+
+
 def test_table_4_mixes_dmc_train_and_causalworld_b(tmp_path):
     write_runs(tmp_path / "dmc_fish-swim_t5", "dmc:fish-swim", "oril_ca", "train", [150.0, 160.0])
     write_runs(tmp_path / "cw_picking_t5", "cw:picking", "oril_ca", "B", [3.0, 4.0], success=[0.3, 0.4])
