@@ -637,11 +637,10 @@ def _check_episodes(path: str, data: Dict[str, Any], per_row_aux: bool = False) 
     """Episode structure of the collected (non-augmented) rows: contiguous episodes, one end flag at each
     episode's last row and nowhere else, s'_t == s_{t+1} inside an episode, per-episode constants (c too, unless
     the metadata says `aux_per_row`: a label of each transition, e.g. minari_import.py's KMeans clusters of s′)."""
-    keep = ~data["augmented"] if "augmented" in data else np.ones(len(data["rewards"]), bool)
-    if not keep.any():
-        return
-    keep = _as_slice(keep)
+    keep = collected_rows(data)
     ep = data["episode_ids"][keep]
+    if not len(ep):
+        return
     starts = np.flatnonzero(np.r_[True, ep[1:] != ep[:-1]])
     if len(np.unique(ep)) != len(starts):
         _fail(path, "'episode_ids' rows of one episode are not contiguous")
@@ -683,9 +682,13 @@ def load_dataset_raw(path: str):
     return raw, validate_dataset(path, raw)
 
 
-def _as_slice(mask: np.ndarray):
-    """A row mask as a slice when its rows are one contiguous block (collected rows come before augmented ones), so
-    that indexing gives views, not copies, of arrays that run to gigabytes; the mask itself otherwise."""
+def collected_rows(data: Dict[str, Any]):
+    """The index of the collected (non-augmented) rows of a dataset: a slice when they are one contiguous block (as
+    augment.py writes them, collected rows before augmented ones), so that `data[key][rows]` is a view, not a copy,
+    of an array that may run to gigabytes; the boolean row mask otherwise."""
+    if "augmented" not in data:
+        return slice(0, len(data["rewards"]))
+    mask = ~data["augmented"]
     rows = np.flatnonzero(mask)
     if len(rows) and rows[-1] - rows[0] + 1 == len(rows):
         return slice(int(rows[0]), int(rows[-1]) + 1)
@@ -695,7 +698,7 @@ def _as_slice(mask: np.ndarray):
 def fingerprint(data: Dict[str, Any]) -> str:
     """Content hash of the collected transitions (s, a, s', c): ties a model to the dataset it was fit on."""
     h = hashlib.sha256()
-    keep = _as_slice(~data["augmented"] if "augmented" in data else np.ones(len(data["rewards"]), bool))
+    keep = collected_rows(data)
     for key in ("observations", "actions", "next_observations", "aux"):
         h.update(np.ascontiguousarray(data[key][keep]))  # the same bytes as .tobytes(), without the copy
     return h.hexdigest()[:16]

@@ -271,9 +271,8 @@ def main(args: Args) -> dict:
                    latent_dim=checks.COUNT, decoder_var=checks.POSITIVE)
     data = contract.load_dataset(args.dataset)
     contract.check_paths({"--dataset": args.dataset}, folders={"--out-dir": args.out_dir})
-    keep = ~data["augmented"] if "augmented" in data else np.ones(len(data["rewards"]), bool)
-    if not keep.all():  # no copy of a dataset that holds collected rows only
-        data = {k: (v[keep] if isinstance(v, np.ndarray) else v) for k, v in data.items()}
+    keep = contract.collected_rows(data)  # a slice (views, no copy) unless the collected rows are scattered
+    data = {k: (v[keep] if isinstance(v, np.ndarray) else v) for k, v in data.items()}
     arg_dict = {k: v for k, v in asdict(args).items()
                 if k not in ("force", "log_every", "threads", "cuda", "tensorboard")}  # those leave the fit unchanged
     old = None if args.force else kept_fit(args, arg_dict, data)

@@ -54,8 +54,9 @@ if [ "$which" != dmc ] && [ "$which" != table7 ]; then for t in ${TASKS:-$CW}; d
   flags="${CW_SOURCE[$t]:-}${CW_WORKERS:+ --cw.workers $CW_WORKERS}"
   case $t in
     creative_stacked_blocks) echo "== tables.sh: cw:$t skipped: no behaviour source can reset it (docs/causalworld.md)";;
-    *) solo=(); [ -z "${CW_SOLO[$t]:-}" ] || solo=(--solo ${CW_SOLO[$t]})
-       if [ -n "$flags" ]; then run "cw:$t" --collect-flags="${flags# }" "${solo[@]}" "$@"; else run "cw:$t" "${solo[@]}" "$@"; fi;;
+    *) extra=(); [ -z "$flags" ] || extra+=(--collect-flags="${flags# }")
+       [ -z "${CW_SOLO[$t]:-}" ] || extra+=(--solo ${CW_SOLO[$t]})
+       run "cw:$t" "${extra[@]}" "$@";;
   esac
 done; fi
 [[ " $* " == *" --dry-run "* ]] || report

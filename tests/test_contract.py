@@ -159,12 +159,14 @@ def test_loading_keeps_one_copy_of_the_arrays(tiny_dataset):
     raw, data = contract.load_dataset_raw(tiny_dataset)
     for key in ("observations", "next_observations", "actions", "rewards"):
         assert data[key] is raw[key]
-    mask = np.zeros(10, bool)
-    mask[:6] = True
-    assert contract._as_slice(mask) == slice(0, 6) and contract._as_slice(~mask) == slice(6, 10)
-    mask[3] = False  # not one block: the mask itself
-    assert contract._as_slice(mask) is mask
-    aug = {**data, "augmented": np.r_[np.zeros(len(data["rewards"]) - 5, bool), np.ones(5, bool)]}
+    n = len(data["rewards"])
+    assert contract.collected_rows(data) == slice(0, n)
+    aug = {**data, "augmented": np.r_[np.zeros(n - 5, bool), np.ones(5, bool)]}
+    assert contract.collected_rows(aug) == slice(0, n - 5)
+    assert contract.collected_rows({**data, "augmented": np.r_[np.ones(5, bool), np.zeros(n - 5, bool)]}) == slice(5, n)
+    scattered = np.zeros(n, bool)
+    scattered[[1, 4]] = True  # not one block: the collected-row mask itself
+    np.testing.assert_array_equal(contract.collected_rows({**data, "augmented": scattered}), ~scattered)
     manual = hashlib.sha256()
     for key in ("observations", "actions", "next_observations", "aux"):
         manual.update(data[key][:-5].tobytes())
