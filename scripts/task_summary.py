@@ -9,7 +9,9 @@ Two steps, so the docs come from committed files alone:
 dataset data/<slug>.npz (episodes, transitions, D_E episodes and rows, the behaviour policies), the runner's job
 records runs/<slug>/.jobs/*.json (each job's wall seconds as the runner measured them, start to end of its
 subprocess: collection, iVAE, augmentation, every training run with its final evaluation) and the expert reference
-results/<slug>/reference_expert_<split>.json; it writes results/<slug>/task.json (atomically). Without --collect it
+results/<slug>/reference_expert_<split>.json; it writes results/<slug>/task.json (atomically). task.json keeps every
+job's seconds (`job_seconds`), and a later --collect keeps the entries of jobs whose records this machine lacks: a row
+finished on a new machine (a fresh runs/) still counts the jobs timed on the old one. A cell with no timed job is "—". Without --collect it
 reads every results/*_t5/task.json (or --tasks) and prints the table, or puts it between `<!-- report: tasks -->` and
 `<!-- /report -->` in --doc.
 
@@ -73,7 +75,7 @@ def collect(folder: str, root: str) -> dict:
     aug = data["augmented"] if "augmented" in data else np.zeros(len(data["expert"]), bool)
     ids = data["episode_ids"][~aug]
     exp_ids = data["episode_ids"][data["expert"] & ~aug]
-    seconds = {}
+    seconds = previous_seconds(folder)  # jobs timed by an earlier --collect, on this machine or one since replaced
     for path in sorted(glob.glob(os.path.join(jobs_dir, "*.json"))):
         with open(path) as f:
             seconds[os.path.basename(path)[:-5]] = float(json.load(f).get("seconds", 0.0))
@@ -90,7 +92,22 @@ def collect(folder: str, root: str) -> dict:
                 expert_rows=int((data["expert"] & ~aug).sum()), expert_reference=expert,
                 collect_seconds=seconds.get("collect"), ivae_seconds=seconds.get("ivae"),
                 augment_seconds=sum(v for k, v in seconds.items() if k.startswith("augment")),
-                train_runs=len(train), train_seconds=sum(train.values()))
+                train_runs=len(train), train_seconds=sum(train.values()), job_seconds=seconds)
+
+
+def previous_seconds(folder: str) -> dict:
+    """The per-job seconds of the folder's existing task.json ({} if none): a job record on this machine replaces its
+    entry, the others are kept, so a row run over several machines (each with its own runs/) keeps every job's time."""
+    try:
+        with open(os.path.join(folder, "task.json")) as f:
+            old = json.load(f).get("job_seconds", {})
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as e:
+        raise SystemExit(f"error: --collect: {folder}/task.json cannot be read ({e})")
+    if not isinstance(old, dict) or not all(isinstance(v, (int, float)) for v in old.values()):
+        raise SystemExit(f"error: --collect: {folder}/task.json: job_seconds must map job names to seconds")
+    return {str(k): float(v) for k, v in old.items()}
 
 
 def minutes(s: Optional[float]) -> str:
@@ -108,7 +125,8 @@ def table(rows: list) -> str:
             if "mean_success" in v:
                 cell += f" (success {v['mean_success']:.2f})"
             ref.append(cell if len(r["expert_reference"]) == 1 else f"{split}: {cell}")
-        prep = (r["ivae_seconds"] or 0) + (r["augment_seconds"] or 0)
+        prep = None if r["ivae_seconds"] is None and not r["augment_seconds"] else \
+            (r["ivae_seconds"] or 0) + (r["augment_seconds"] or 0)  # "—": no iVAE or augmentation job was timed
         per_run = r["train_seconds"] / r["train_runs"] if r["train_runs"] else None
         cells = [r["env_id"], r["behaviour"], "; ".join(ref) or "—", f"{r['episodes']:,}", f"{r['transitions']:,}",
                  f"{r['expert_episodes']} ({r['expert_rows']:,})", minutes(r["collect_seconds"]), minutes(prep),

@@ -59,3 +59,31 @@ def test_doc_block_is_replaced_and_a_missing_dataset_is_refused(tmp_path, tiny_d
     os.remove(folder / "task.json")
     proc = run("scripts/task_summary.py", "--collect", str(folder), "--root", str(tmp_path), ok=False)
     assert one_line_error(proc, "toy_t5.npz is not on this machine") and not (folder / "task.json").exists()
+
+
+def test_a_later_collect_keeps_the_times_of_jobs_timed_on_a_replaced_machine(tmp_path, tiny_dataset):
+    folder = fake_task(tmp_path, tiny_dataset)
+    task_summary.main(task_summary.Args(collect=(str(folder),), root=str(tmp_path)))
+    # a new machine: a fresh runs/ that timed the collection again and two more runs, nothing else
+    jobs = tmp_path / "runs" / "toy_t5" / ".jobs"
+    shutil.rmtree(jobs)
+    os.makedirs(jobs)
+    for name, s in (("collect", 20.0), ("oril_s3", 40.0), ("bc_exp_s0", 66.0)):
+        (jobs / f"{name}.json").write_text(json.dumps({"seconds": s}))
+    task_summary.main(task_summary.Args(collect=(str(folder),), root=str(tmp_path)))
+    s = json.loads((folder / "task.json").read_text())
+    assert (s["collect_seconds"], s["ivae_seconds"], s["augment_seconds"]) == (20.0, 30.0, 12.0)
+    assert (s["train_runs"], s["train_seconds"]) == (4, 66.0 + 90.0 + 30.0 + 40.0)  # bc_exp_s0 re-timed, not doubled
+    (folder / "task.json").write_text(json.dumps({"job_seconds": {"oril_s3": "long"}}))
+    proc = run("scripts/task_summary.py", "--collect", str(folder), "--root", str(tmp_path), ok=False)
+    assert one_line_error(proc, "job_seconds must map job names to seconds")
+    assert json.loads((folder / "task.json").read_text()) == {"job_seconds": {"oril_s3": "long"}}  # left as it was
+
+
+def test_a_task_without_ivae_or_augmentation_records_shows_a_dash(tmp_path, tiny_dataset):
+    folder = fake_task(tmp_path, tiny_dataset)
+    for name in ("ivae", "augment_r1.0_s0", "augment_r1.0_s1"):
+        os.remove(tmp_path / "runs" / "toy_t5" / ".jobs" / f"{name}.json")
+    task_summary.main(task_summary.Args(collect=(str(folder),), root=str(tmp_path)))
+    row = task_summary.main(task_summary.Args(tasks=(str(folder / "task.json"),))).splitlines()[2].split(" | ")
+    assert row[6] == "0.2 min" and row[7] == "—"
