@@ -3,7 +3,9 @@
 # `runner.py --protocol table5` (Table 5's data sizes and D_E, ratio 1.0, the seven columns plus ORIL+CA/BCND+CA on
 # Table 4's tasks, 5 seeds, 5,000 steps, 30 evaluation episodes per split), one task after the other; then the tables.
 # Resumable: finished jobs are skipped, so run it again after a stop. A task that fails is reported and the next
-# one goes on.
+# one goes on. The skip rule reads the runner's job records under runs/: on a new machine (no runs/) a row runs all
+# its jobs again, so name the missing ones, e.g. TASKS=general bash scripts/tables.sh cw --methods oril --seeds 3 4
+# (collection is redone: the same seed gives the same dataset, which every result JSON fingerprints).
 # `table7` runs Table 7 instead: OILCA on pushing and picking with the intervened feature sets C = 1, 2, 4, 5
 # (--tag t5-c<C>; C = 3 is the default feature set, Table 2's own runs).
 # Usage: bash scripts/tables.sh [dmc|cw|all (default)|table7] [runner flags, e.g. --jobs 2 --threads 1]
