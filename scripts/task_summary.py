@@ -11,9 +11,9 @@ records runs/<slug>/.jobs/*.json (each job's wall seconds as the runner measured
 subprocess: collection, iVAE, augmentation, every training run with its final evaluation) and the expert reference
 results/<slug>/reference_expert_<split>.json; it writes results/<slug>/task.json (atomically). task.json keeps every
 job's seconds (`job_seconds`), and a later --collect keeps the entries of jobs whose records this machine lacks: a row
-finished on a new machine (a fresh runs/) still counts the jobs timed on the old one. A cell with no timed job is "—". Without --collect it
-reads every results/*_t5/task.json (or --tasks) and prints the table, or puts it between `<!-- report: tasks -->` and
-`<!-- /report -->` in --doc.
+finished on a new machine (a fresh runs/) still counts the jobs timed on the old one. A cell with no timed job is
+"—". Without --collect it reads every results/*_t5/task.json (or --tasks) and prints the table, or puts it between
+`<!-- report: tasks -->` and `<!-- /report -->` in --doc.
 
 Times are wall seconds of jobs that shared the 2-core machine with one other job (`--jobs 2 --threads 1`) and at
 times with other work, so they are upper bounds of an idle core's. "training runs" sums every trainer job of the
