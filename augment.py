@@ -45,12 +45,12 @@ from typing import Literal, Optional
 import numpy as np
 import torch
 
-import checks
-import cli
-import contract
+from oilca import checks
+from oilca import cli
+from oilca import contract
 import envs
-from ivae import load_ivae
-from policy import Actor, Normalizer, artifact, bc_loss
+from oilca.ivae import load_ivae
+from oilca.policy import Actor, Normalizer, artifact, bc_loss
 
 
 MAX_RATIO = 100.0  # --ratio above this would multiply D_U a hundredfold: refused as a typo
@@ -137,7 +137,7 @@ def main(args: Args) -> dict:
                           "--sampler": args.sampler},
                          files={"--out": args.out,
                                 "--sampler-out": args.sampler_out if uses_sampler and not args.sampler else None})
-    data = contract.load_dataset(args.dataset)
+    data = envs.load_dataset(args.dataset)
     if "augmented" in data and data["augmented"].any():
         raise ValueError(f"{args.dataset} is already augmented: augment the raw dataset")
     contract.require_expert(data, args.dataset)
@@ -238,7 +238,7 @@ def main(args: Args) -> dict:
     meta = {**meta, "augmentation": {**asdict(args), "n_augmented": n_aug, "n_expert_rows": int(len(exp_rows)),
                                      "n_unlabelled_rows": int(len(unl_rows)), "sampler_bc_loss": sampler_loss}}
     arrays["metadata"] = contract.dataset_arrays_from_meta(meta)
-    contract.validate_dataset(args.out, arrays)
+    envs.validate_dataset(args.out, arrays)
     if uses_sampler and not args.sampler:  # the sampler is written with the dataset, once both are complete
         contract.save_policy(args.sampler_out, sampler_art)
     contract.save_npz(args.out, arrays)

@@ -37,13 +37,13 @@ from typing import Optional
 
 import numpy as np
 
-import checks
-import cli
-import contract
+from oilca import checks
+from oilca import cli
+from oilca import contract
 import envs
-from cw_env import CWConfig
-from dmc_env import DMCConfig
-from toy_env import ToyConfig, check_recipe
+from envs.cw import CWConfig
+from envs.dmc import DMCConfig
+from envs.toy import ToyConfig, check_recipe
 
 
 @dataclass
@@ -149,7 +149,7 @@ def main(args: Args) -> dict:
     arg_dict = backend_args(args, backend)
     contract.claim(args.out)  # a second collection to the same --out is refused while this one runs
     if os.path.exists(args.out) and not args.force:
-        old = contract.load_dataset(args.out)["metadata"]
+        old = envs.load_dataset(args.out)["metadata"]
         if old["collect_args"] == arg_dict:
             print(f"{args.out} exists with the same arguments: kept (use --force to rebuild)")
             return {"path": args.out, "skipped": True}
@@ -168,7 +168,7 @@ def main(args: Args) -> dict:
                       **({"expert_episodes": args.expert_episodes} if args.expert_episodes else {}),
                       "n_positive_episodes": int(positive.sum()), "n_expert_episodes": int(expert.sum())}}
     arrays["metadata"] = contract.dataset_arrays_from_meta(meta)
-    contract.validate_dataset(args.out, arrays)  # never write a file that the next stage would refuse
+    envs.validate_dataset(args.out, arrays)  # never write a file that the next stage would refuse
     contract.save_npz(args.out, arrays)
     if parts:
         shutil.rmtree(parts["parts"], ignore_errors=True)  # the dataset is written: its batches are no longer needed

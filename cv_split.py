@@ -30,9 +30,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-import checks
-import cli
-import contract
+from oilca import checks
+from oilca import cli
+from oilca import contract
+import envs
 
 
 @dataclass
@@ -88,13 +89,13 @@ def part_arrays(raw: dict, rows: np.ndarray, meta: dict, record: dict) -> dict:
 def kept(path: str, arrays: dict, record: dict) -> bool:
     """An existing output holds these rows (fingerprint) and was split with these arguments from the same data."""
     try:
-        old = contract.load_dataset(path)
+        old = envs.load_dataset(path)
     except contract.ContractError:
         return False
     old_record = dict(old["metadata"].get("cv_split") or {})
     old_record.pop("source", None)
     new = {k: v for k, v in record.items() if k != "source"}  # the same data under another path is the same split
-    fresh = contract.validate_dataset(path, arrays)
+    fresh = envs.validate_dataset(path, arrays)
     return all(old_record.get(k) == v for k, v in new.items()) and contract.fingerprint(old) == contract.fingerprint(fresh)
 
 
@@ -104,7 +105,7 @@ def main(args: Args) -> dict:
     if args.fold >= args.folds:
         raise ValueError(f"--fold {args.fold} must lie in [0, {args.folds}) (--folds {args.folds})")
     contract.check_paths({"--dataset": args.dataset}, files={"--out": args.out, "--heldout-out": args.heldout_out})
-    raw, data = contract.load_dataset_raw(args.dataset)
+    raw, data = envs.load_dataset_raw(args.dataset)
     if "augmented" in data and data["augmented"].any():
         raise ValueError(f"{args.dataset} is augmented: split the raw dataset (its counterfactual rows come from all of D_E)")
     expert_eps = np.unique(data["episode_ids"][data["expert"]])
@@ -121,7 +122,7 @@ def main(args: Args) -> dict:
     for path, part, rows in ((args.out, "train", ~held_rows), (args.heldout_out, "heldout", held_rows)):
         rec = {**record, "part": part}
         parts[path] = (part_arrays(raw, rows, data["metadata"], rec), rec)
-        contract.validate_dataset(path, parts[path][0])  # never write a file the next stage would refuse
+        envs.validate_dataset(path, parts[path][0])  # never write a file the next stage would refuse
 
     for path in parts:
         contract.claim(path)  # a second writer to the same output is refused while this run goes on

@@ -28,11 +28,11 @@ import os
 from dataclasses import asdict, dataclass
 from typing import Literal, Optional, Tuple
 
-import checks
-import cli
-import contract
+from oilca import checks
+from oilca import cli
+from oilca import contract
 import envs
-import policy as policy_mod
+from oilca import policy as policy_mod
 
 
 @dataclass
@@ -68,12 +68,12 @@ def main(args: Args) -> list:
     if args.reference:
         if args.env_dataset is None:
             raise ValueError("--reference needs --env-dataset (the env to run the reference policy in)")
-        spec = envs.env_spec(contract.load_dataset(args.env_dataset)["metadata"])
+        spec = envs.env_spec(envs.load_dataset(args.env_dataset)["metadata"])
         info = {"method": f"reference_{args.reference}", "seed": 0, "dataset_fingerprint": None, "policy": None}
         policy = envs.reference_policy(spec, args.reference, args.seed)
     else:
         art = contract.load_policy(args.policy)
-        spec = art["env"] if args.env_dataset is None else envs.env_spec(contract.load_dataset(args.env_dataset)["metadata"])
+        spec = art["env"] if args.env_dataset is None else envs.env_spec(envs.load_dataset(args.env_dataset)["metadata"])
         if args.env_dataset is None:  # a dataset's env was checked by load_dataset
             try:
                 envs.check_spec(spec)

@@ -30,9 +30,10 @@ from typing import Optional, Tuple
 
 import numpy as np
 
-import cli
-import contract
-import toy_env
+from oilca import cli
+from oilca import contract
+import envs
+from envs import toy as toy_env
 
 
 @dataclass
@@ -57,7 +58,7 @@ def summary(x: np.ndarray) -> dict:
 
 def augmented_rows(path: str) -> Tuple[dict, np.ndarray]:
     """A toy dataset made by augment.py's counterfactual mode, and the indices of its augmented rows."""
-    data = contract.load_dataset(path)
+    data = envs.load_dataset(path)
     if data["metadata"]["env_id"] != "toy":
         raise ValueError(f"{path}: env '{data['metadata']['env_id']}' has no known structural model; fidelity needs the toy")
     rows = np.flatnonzero(data["augmented"]) if "augmented" in data else np.array([], int)

@@ -73,12 +73,12 @@ from typing import Optional, Tuple
 
 import numpy as np
 
-import checks
-import cli
-import contract
-import figures
-import paper_results
-import stats
+from oilca import checks
+from oilca import cli
+from oilca import contract
+from analysis import figures
+from analysis import paper_results
+from analysis import stats
 
 MAIN_METHODS = ("bc_exp", "bc_all", "oril", "bcnd", "lobsdice", "dwbc", "oril_ca", "bcnd_ca", "ilid", "ilid_ca", "iswbc",
                 "iswbc_ca", "oilca")  # table order: the paper's columns, then the newer baselines, then OILCA

@@ -60,11 +60,11 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Dict, List, Literal, Optional, Sequence, Tuple
 
-import checks
-import cli
-import contract
+from oilca import checks
+from oilca import cli
+from oilca import contract
 import envs
-import paper_results
+from analysis import paper_results
 
 REPO = os.path.dirname(os.path.abspath(__file__))
 BASELINES = ("oril", "bcnd", "lobsdice", "oril_ca", "bcnd_ca")
@@ -489,26 +489,39 @@ def file_state(path: str) -> dict:
     return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": _DIGESTS[key]}
 
 
+def module_files(words: List[str]) -> List[str]:
+    """The repo files an import line may load: `import a.b` -> a/b.py (and a/__init__.py); `from a import b, c` ->
+    a.py or a/__init__.py, and a/b.py, a/c.py where those are modules of a package."""
+    if len(words) < 2 or words[0] not in ("import", "from"):
+        return []
+    mod = words[1].rstrip(",").split(".")
+    files = ["/".join(mod) + ".py", "/".join(mod + ["__init__.py"])]
+    files += ["/".join(mod[:i]) + "/__init__.py" for i in range(1, len(mod))]
+    if words[0] == "from" and len(words) >= 4 and words[2] == "import":
+        names = " ".join(words[3:]).split("#")[0].replace("(", " ").replace(")", " ").replace(",", " ").split()
+        names = [n for i, n in enumerate(names) if n != "as" and (i == 0 or names[i - 1] != "as")]
+        files += ["/".join(mod + [n]) + ".py" for n in names]
+    return files
+
+
 def code_files(script: str, backend: str = "") -> List[str]:
     """The script and every module of this repo it imports, directly or through another (`import x`, `from x import`
     at any indentation, so lazily imported backends count too): a change to any of them makes the job stale. With
     `backend` (toy, dmc, cw) the other env backends' modules are left out: a job of one benchmark runs no code of
-    another (envs.py dispatches on the dataset's env), so an edit to the CausalWorld backend leaves a finished
-    DeepMind Control study up to date."""
-    others = {m + ".py" for k, m in envs.BACKENDS.items() if k != backend} if backend else set()
+    another (envs/__init__.py dispatches on the dataset's env), so an edit to the CausalWorld backend leaves a
+    finished DeepMind Control study up to date."""
+    others = {m.replace(".", "/") + ".py" for k, m in envs.BACKENDS.items() if k != backend} if backend else set()
     found, todo = [], [script]
     while todo:
         f = todo.pop()
-        if f in found or f in others or not os.path.exists(os.path.join(REPO, f)):
+        if f in found or f in others or not os.path.isfile(os.path.join(REPO, f)):
             continue
         found.append(f)
-        if f == "envs.py":  # it imports its backends by name (importlib)
-            todo += ["toy_env.py", "dmc_env.py", "cw_env.py"]
+        if f == "envs/__init__.py":  # it imports its backends by name (importlib)
+            todo += [m.replace(".", "/") + ".py" for m in envs.BACKENDS.values()]
         with open(os.path.join(REPO, f)) as src:
             for line in src:
-                words = line.split()
-                if len(words) >= 2 and words[0] in ("import", "from"):
-                    todo.append(words[1].split(".")[0] + ".py")
+                todo += module_files(line.split())
     return sorted(found)
 
 

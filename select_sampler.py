@@ -56,10 +56,11 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-import checks
-import cli
-import contract
-from policy import Normalizer
+from oilca import checks
+from oilca import cli
+from oilca import contract
+import envs
+from oilca.policy import Normalizer
 
 RULE = ("K-fold cross-validation over the expert episodes D_E (cv_split.py): candidate c is trained on D_all without "
         "fold k's D_E episodes and scored by the mean squared error between its deterministic action and the held-out "
@@ -251,11 +252,11 @@ def heldout_rule(args: Args, data: dict, fp: str, full_pol: Dict[str, List[str]]
     # the per-fold held-out episodes and training datasets of one cv_split.py run
     held, fold_fps, cv_seed, held_eps = [], [], None, []
     for k in K:
-        h = contract.load_dataset(heldouts[k])
+        h = envs.load_dataset(heldouts[k])
         rec = cv_record(heldouts[k], h, "heldout", k, args.folds, fp)
         if not h["expert"].all():
             raise contract.ContractError(f"{heldouts[k]}: holds non-expert rows; a held-out file holds D_E episodes only")
-        f = contract.load_dataset(fold_data[k])
+        f = envs.load_dataset(fold_data[k])
         frec = cv_record(fold_data[k], f, "train", k, args.folds, fp)
         if (frec.get("seed"), frec.get("heldout_episodes")) != (rec.get("seed"), rec.get("heldout_episodes")):
             raise contract.ContractError(f"{fold_data[k]}: not the complement of {heldouts[k]} (another cv_split.py "
@@ -391,7 +392,7 @@ def main(args: Args) -> dict:
     inputs["--full-policy"] = sum(full_pol.values(), [])
     contract.check_paths(inputs, files={"--out": args.out, "--out-policy": out_pol})
 
-    data = contract.load_dataset(args.dataset)
+    data = envs.load_dataset(args.dataset)
     fp = contract.fingerprint(data)
     torch.set_num_threads(args.threads)
     if heldout:

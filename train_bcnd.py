@@ -47,13 +47,13 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-import checks
-import cli
-import contract
+from oilca import checks
+from oilca import cli
+from oilca import contract
 import envs
-from policy import (LOG_STD_MAX, LOG_STD_MIN, MU_MAX, Normalizer, TorchStreams, artifact, cpu_threads, final_eval,
+from oilca.policy import (LOG_STD_MAX, LOG_STD_MIN, MU_MAX, Normalizer, TorchStreams, artifact, cpu_threads, final_eval,
                     final_eval_paths, in_training_eval, log_replicas, replica_args)
-from progress import Progress
+from oilca.progress import Progress
 
 
 @dataclass
@@ -190,7 +190,7 @@ def weighted_nll(log_pi, weights):
 def main(args: Args) -> dict:
     checks.trainer(args, n_policies=checks.COUNT, n_rounds=checks.COUNT, epochs=checks.COUNT)
     runs = replica_args(args)  # one Args per seed, as `--seed k` alone would have them
-    data = contract.load_dataset(args.dataset)
+    data = envs.load_dataset(args.dataset)
     meta = data["metadata"]
     spec = envs.env_spec(meta)
     contract.check_paths({"--dataset": args.dataset}, folders={"--out-dir": [a.out_dir for a in runs]},

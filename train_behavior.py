@@ -31,11 +31,11 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-import checks
-import cli
-import contract
+from oilca import checks
+from oilca import cli
+from oilca import contract
 import envs
-from progress import Progress
+from oilca.progress import Progress
 
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
 
@@ -91,10 +91,10 @@ class Args:
 def make_env(env_id: str, seed: int):
     backend, name = envs.parse_env_id(env_id)
     if backend == "dmc":
-        from dmc_env import DMCEnv
+        from envs.dmc import DMCEnv
         return DMCEnv(name, seed)
     if backend == "cw":
-        from cw_env import CWEnv
+        from envs.cw import CWEnv
         return CWEnv(name, seed)
     raise ValueError(f"train_behavior.py trains on dmc:<domain>-<task> or cw:<task>, not '{env_id}'")
 

@@ -42,14 +42,14 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-import checks
-import cli
-import contract
+from oilca import checks
+from oilca import cli
+from oilca import contract
 import envs
-from policy import (Actor, GraphedStep, IndexChunks, Normalizer, artifact, check_checkpoints, checkpoint_name,
+from oilca.policy import (Actor, GraphedStep, IndexChunks, Normalizer, artifact, check_checkpoints, checkpoint_name,
                     cpu_threads, final_eval, final_eval_paths, in_training_eval, load_replica, log_replicas,
                     minibatch_generator, recorded_args, replica_args, replica_values, stack_replicas)
-from progress import Progress
+from oilca.progress import Progress
 
 LOG_PI_MIN, LOG_PI_MAX, D_MIN, D_MAX = -20.0, 10.0, 0.1, 0.9
 
@@ -350,7 +350,7 @@ def main(args: Args) -> dict:
 
 def load_rows(path: str, args: Args) -> dict:
     """A dataset and its row sets: collected expert rows (D_E), augmented rows, D_U; the normaliser of its training rows."""
-    data = contract.load_dataset(path)
+    data = envs.load_dataset(path)
     contract.require_expert(data, path)
     aug = data["augmented"] if "augmented" in data else np.zeros(len(data["rewards"]), bool)
     exp_rows, aug_rows = np.flatnonzero(data["expert"] & ~aug), np.flatnonzero(aug)

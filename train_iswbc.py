@@ -41,14 +41,14 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-import checks
-import cli
-import contract
+from oilca import checks
+from oilca import cli
+from oilca import contract
 import envs
-from policy import (Actor, Normalizer, TorchStreams, artifact, build_replicas, cpu_threads, final_eval,
+from oilca.policy import (Actor, Normalizer, TorchStreams, artifact, build_replicas, cpu_threads, final_eval,
                     final_eval_paths, in_training_eval, load_replica, log_replicas, minibatch_generator, replica_args,
                     replica_values as values)
-from progress import Progress
+from oilca.progress import Progress
 
 EPS2 = 1e-3  # inside f = log(1/(σ + 1e-3) - 1 + 1e-3), as in the official code
 GRAD_EPS = float(np.finfo(np.float32).eps)  # added to the gradient before its norm, as in the official code
@@ -153,7 +153,7 @@ def weighted_nll(log_pi, w, tau: float = 0.0):
 def main(args: Args) -> dict:
     checks.trainer(args, tau=checks.NON_NEGATIVE, grad_penalty=checks.DECAY)  # its rates: float32's range
     runs = replica_args(args)  # one Args per seed, as `--seed k` alone would have them
-    data = contract.load_dataset(args.dataset)
+    data = envs.load_dataset(args.dataset)
     contract.require_expert(data, args.dataset)
     meta = data["metadata"]
     spec = envs.env_spec(meta)

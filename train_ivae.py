@@ -43,11 +43,12 @@ import numpy as np
 import torch
 from scipy.optimize import linear_sum_assignment
 
-import checks
-import cli
-import contract
-from ivae import IVAE, load_ivae
-from progress import Progress
+from oilca import checks
+from oilca import cli
+from oilca import contract
+import envs
+from oilca.ivae import IVAE, load_ivae
+from oilca.progress import Progress
 
 
 @dataclass
@@ -269,7 +270,7 @@ def kept_fit(args: Args, arg_dict: dict, data: dict) -> Optional[dict]:
 def main(args: Args) -> dict:
     checks.trainer(args, restarts=checks.COUNT, log_every=checks.COUNT, n_plot=checks.COUNT,
                    latent_dim=checks.COUNT, decoder_var=checks.POSITIVE)
-    data = contract.load_dataset(args.dataset)
+    data = envs.load_dataset(args.dataset)
     contract.check_paths({"--dataset": args.dataset}, folders={"--out-dir": args.out_dir})
     keep = contract.collected_rows(data)  # a slice (views, no copy) unless the collected rows are scattered
     data = {k: (v[keep] if isinstance(v, np.ndarray) else v) for k, v in data.items()}

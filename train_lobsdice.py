@@ -38,14 +38,14 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-import checks
-import cli
-import contract
+from oilca import checks
+from oilca import cli
+from oilca import contract
 import envs
-from policy import (Actor, Normalizer, TorchStreams, artifact, build_replicas, cpu_threads, final_eval,
+from oilca.policy import (Actor, Normalizer, TorchStreams, artifact, build_replicas, cpu_threads, final_eval,
                     final_eval_paths, in_training_eval, load_replica, log_replicas, minibatch_generator, replica_args,
                     replica_values as values)
-from progress import Progress
+from oilca.progress import Progress
 
 EPS2 = 1e-3  # inside the cost's log, as in the official code
 
@@ -161,7 +161,7 @@ def main(args: Args) -> dict:
     checks.trainer(args, alpha=checks.NON_NEGATIVE, gamma=checks.Real(0, 1, high_open=True), cost_gp=checks.NON_NEGATIVE,
                    nu_gp=checks.NON_NEGATIVE)
     runs = replica_args(args)  # one Args per seed, as `--seed k` alone would have them
-    data = contract.load_dataset(args.dataset)
+    data = envs.load_dataset(args.dataset)
     contract.require_expert(data, args.dataset)
     meta = data["metadata"]
     spec = envs.env_spec(meta)

@@ -34,14 +34,14 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-import checks
-import cli
-import contract
+from oilca import checks
+from oilca import cli
+from oilca import contract
 import envs
-from policy import (Actor, Normalizer, TorchStreams, artifact, build_replicas, cpu_threads, final_eval,
+from oilca.policy import (Actor, Normalizer, TorchStreams, artifact, build_replicas, cpu_threads, final_eval,
                     final_eval_paths, in_training_eval, load_replica, log_replicas, minibatch_generator, replica_args,
                     replica_values as values)
-from progress import Progress
+from oilca.progress import Progress
 
 R_MIN, R_MAX, EXP_ADV_MAX = 0.1, 0.9, 100.0
 
@@ -170,7 +170,7 @@ def main(args: Args) -> dict:
         raise ValueError(f"--total-steps {args.total_steps} leaves the reward model 0.4 × {args.total_steps} = 0 steps: "
                          f"give --reward-steps or --total-steps >= 3")
     runs = replica_args(args)  # one Args per seed, as `--seed k` alone would have them
-    data = contract.load_dataset(args.dataset)
+    data = envs.load_dataset(args.dataset)
     contract.require_expert(data, args.dataset)
     meta = data["metadata"]
     spec = envs.env_spec(meta)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-import cli  # noqa: E402
+from oilca import cli  # noqa: E402
 import collect_data  # noqa: E402
 import train_bc  # noqa: E402
 import train_bcnd  # noqa: E402

@@ -21,10 +21,10 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-import cli  # noqa: E402
+from oilca import cli  # noqa: E402
 import collect_data  # noqa: E402
 import envs  # noqa: E402
-import dmc_env  # noqa: E402
+from envs import dmc as dmc_env  # noqa: E402
 
 
 @dataclass

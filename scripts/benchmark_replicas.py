@@ -30,10 +30,11 @@ import torch
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-import cli  # noqa: E402
+from oilca import cli  # noqa: E402
 import collect_data  # noqa: E402
-import contract  # noqa: E402
-import progress  # noqa: E402
+from oilca import contract  # noqa: E402
+import envs
+from oilca import progress  # noqa: E402
 import train_bc  # noqa: E402
 import train_dwbc  # noqa: E402
 
@@ -134,7 +135,7 @@ def main(args: Args) -> dict:
         data = os.path.join(tmp, "toy.npz")
         with open(os.devnull, "w") as null, contextlib.redirect_stdout(null):
             collect_data.main(collect_data.Args(out=data))
-        meta = contract.load_dataset(data)["metadata"]
+        meta = envs.load_dataset(data)["metadata"]
         for threads in threads_list:
             torch.set_num_threads(threads)
             peak = peak_gflops(args.device, 8192 if gpu else 2048)

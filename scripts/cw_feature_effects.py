@@ -19,8 +19,8 @@ from typing import Tuple
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-import cli  # noqa: E402
-import cw_env  # noqa: E402
+from oilca import cli  # noqa: E402
+from envs import cw as cw_env  # noqa: E402
 
 
 @dataclass

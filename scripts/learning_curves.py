@@ -33,10 +33,10 @@ from typing import Optional, Tuple
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-import cli  # noqa: E402
-import contract  # noqa: E402
+from oilca import cli  # noqa: E402
+from oilca import contract  # noqa: E402
 import report  # noqa: E402
-import stats  # noqa: E402
+from analysis import stats  # noqa: E402
 
 JOB = re.compile(r"^(?P<method>.+?)(?:_b(?P<budget>\d+))?_s(?P<seed>\d+)$")  # runner's training job names
 

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-import cli  # noqa: E402
-import contract  # noqa: E402
+from oilca import cli  # noqa: E402
+from oilca import contract  # noqa: E402
+import envs
 
 
 @dataclass
@@ -60,7 +61,7 @@ def main(args: Args) -> dict:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    data = contract.load_dataset(args.dataset)
+    data = envs.load_dataset(args.dataset)
     meta = data["metadata"]
     returns, expert, policy = episode_table(data)
     ranks = np.argsort(np.argsort(-returns, kind="stable"), kind="stable")  # 0 = best episode

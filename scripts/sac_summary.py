@@ -23,8 +23,8 @@ from typing import Optional, Tuple
 
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-import cli  # noqa: E402
-import contract  # noqa: E402
+from oilca import cli  # noqa: E402
+from oilca import contract  # noqa: E402
 
 
 @dataclass

@@ -38,10 +38,10 @@ from typing import Tuple
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-import cli  # noqa: E402
-import contract  # noqa: E402
+from oilca import cli  # noqa: E402
+from oilca import contract  # noqa: E402
 import report  # noqa: E402  (a module: its CLI runs only under its main guard)
-import stats  # noqa: E402
+from analysis import stats  # noqa: E402
 
 # (method, column title) of the sampler table, in order; the last is the reference, never bold
 COLUMNS = (("bc_exp", "BC-exp"), ("bc_all", "BC-all"), ("dwbc", "DWBC"), ("oilca", "OILCA (BC-exp labels)"),

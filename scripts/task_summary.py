@@ -32,8 +32,9 @@ from typing import Optional, Tuple
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-import cli  # noqa: E402
-import contract  # noqa: E402
+from oilca import cli  # noqa: E402
+from oilca import contract  # noqa: E402
+import envs
 import report  # noqa: E402
 import runner  # noqa: E402
 
@@ -70,7 +71,7 @@ def collect(folder: str, root: str) -> dict:
     for path, what in ((data_path, "dataset"), (jobs_dir, "job records")):
         if not os.path.exists(path):
             raise SystemExit(f"error: --collect: {folder}: its {what} {path} is not on this machine")
-    data = contract.load_dataset(data_path)
+    data = envs.load_dataset(data_path)
     meta = data["metadata"]
     aug = data["augmented"] if "augmented" in data else np.zeros(len(data["expert"]), bool)
     ids = data["episode_ids"][~aug]

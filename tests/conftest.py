@@ -35,7 +35,7 @@ def one_line_error(proc, words: str) -> bool:
 def tiny_dataset(tmp_path_factory):
     """A small valid toy dataset written by collect_data.main (2 classes, 6 episodes each)."""
     import collect_data
-    from toy_env import ToyConfig
+    from envs.toy import ToyConfig
 
     path = str(tmp_path_factory.mktemp("data") / "tiny.npz")
     collect_data.main(collect_data.Args(out=path, toy=ToyConfig(n_classes=2, episodes_per_class=6), seed=3))

@@ -4,9 +4,10 @@ import pytest
 import torch
 
 import augment
-import contract
-from ivae import IVAE
-from toy_env import ToyConfig
+from oilca import contract
+import envs
+from oilca.ivae import IVAE
+from envs.toy import ToyConfig
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +28,7 @@ def load_ivae(path):
 
 
 def test_shapes_counts_and_marks(augmented, tiny_dataset):
-    raw, aug = contract.load_dataset(tiny_dataset), contract.load_dataset(augmented.out)
+    raw, aug = envs.load_dataset(tiny_dataset), envs.load_dataset(augmented.out)
     N = len(raw["rewards"])
     n_e, n_u = raw["expert"].sum(), (~raw["expert"]).sum()
     n_aug = int(round(0.4 * n_u)) - n_e
@@ -49,7 +50,7 @@ def test_shapes_counts_and_marks(augmented, tiny_dataset):
 
 
 def test_counterfactual_uses_the_expert_u_and_the_partner_state(augmented, tiny_dataset, tiny_ivae):
-    raw, aug = contract.load_dataset(tiny_dataset), contract.load_dataset(augmented.out)
+    raw, aug = envs.load_dataset(tiny_dataset), envs.load_dataset(augmented.out)
     new = aug["augmented"]
     src, partner = aug["aug_source"][new], aug["aug_partner"][new]
     model = load_ivae(tiny_ivae)
@@ -66,7 +67,7 @@ def test_counterfactual_uses_the_expert_u_and_the_partner_state(augmented, tiny_
 
 
 def test_labels_come_from_the_sampler(augmented):
-    aug = contract.load_dataset(augmented.out)
+    aug = envs.load_dataset(augmented.out)
     new = aug["augmented"]
     sampler = contract.load_policy(augmented.sampler_out)
     assert sampler["method"] == "sampler_bc_exp"
@@ -77,14 +78,14 @@ def test_external_sampler_and_reconstruct_mode(augmented, tiny_dataset, tiny_iva
     ext = augment.Args(dataset=tiny_dataset, ivae=tiny_ivae, out=str(tmp_path / "ext.npz"), sampler=augmented.sampler_out,
                        ratio=0.3, seed=2)
     augment.main(ext)
-    aug = contract.load_dataset(ext.out)
+    aug = envs.load_dataset(ext.out)
     new = aug["augmented"]
     np.testing.assert_allclose(aug["actions"][new],
                                contract.build_policy(contract.load_policy(augmented.sampler_out))(aug["observations"][new]), atol=1e-5)
     rec = augment.Args(dataset=tiny_dataset, ivae=tiny_ivae, out=str(tmp_path / "rec.npz"), mode="reconstruct",
                        sampler_out=str(tmp_path / "s" / "policy.pt"), ratio=0.3, sampler_steps=20, hidden=16)
     augment.main(rec)
-    aug = contract.load_dataset(rec.out)
+    aug = envs.load_dataset(rec.out)
     new = aug["augmented"]
     assert (aug["aug_partner"][new] == -1).all()
     # a re-sample of the expert's own next state: close to it on the scale of the data
@@ -118,7 +119,7 @@ def test_oracle_labels_are_the_env_experts_actions(augmented, tiny_dataset, tiny
     args = augment.Args(dataset=tiny_dataset, ivae=tiny_ivae, out=str(tmp_path / "oracle.npz"), labels="oracle",
                         ratio=0.4, posterior="mean", seed=1)
     augment.main(args)
-    aug, ref = contract.load_dataset(args.out), contract.load_dataset(augmented.out)
+    aug, ref = envs.load_dataset(args.out), envs.load_dataset(augmented.out)
     new = aug["augmented"]
     expert = envs.reference_policy(envs.env_spec(aug["metadata"]), "expert", 0)
     np.testing.assert_allclose(aug["actions"][new], expert(aug["observations"][new]), atol=1e-6)
@@ -132,7 +133,7 @@ def test_copy_mode_uses_the_partners_own_next_state(augmented, tiny_dataset, tmp
     args = augment.Args(dataset=tiny_dataset, ivae=str(tmp_path / "no_such_ivae.pt"), out=str(tmp_path / "copy.npz"),
                         mode="copy", sampler=augmented.sampler_out, ratio=0.4, seed=1)
     augment.main(args)  # no iVAE is read
-    raw, aug, cf = (contract.load_dataset(p) for p in (tiny_dataset, args.out, augmented.out))
+    raw, aug, cf = (envs.load_dataset(p) for p in (tiny_dataset, args.out, augmented.out))
     new = aug["augmented"]
     partner = aug["aug_partner"][new]
     np.testing.assert_array_equal(partner, cf["aug_partner"][cf["augmented"]])  # the counterfactual run's partners
@@ -147,12 +148,12 @@ def test_copy_mode_uses_the_partners_own_next_state(augmented, tiny_dataset, tmp
 
 
 def test_expert_data_mode_adds_real_expert_rows(tiny_dataset, tmp_path):
-    import toy_env
+    from envs import toy as toy_env
 
     args = augment.Args(dataset=tiny_dataset, ivae=str(tmp_path / "no_such_ivae.pt"), out=str(tmp_path / "exp.npz"),
                         mode="expert_data", ratio=0.4, seed=3)
     augment.main(args)
-    raw, aug = contract.load_dataset(tiny_dataset), contract.load_dataset(args.out)
+    raw, aug = envs.load_dataset(tiny_dataset), envs.load_dataset(args.out)
     new = aug["augmented"]
     n_e, n_u = raw["expert"].sum(), (~raw["expert"]).sum()
     assert new.sum() == int(round(0.4 * n_u)) - n_e  # the same count as the counterfactual rows
@@ -166,7 +167,7 @@ def test_expert_data_mode_adds_real_expert_rows(tiny_dataset, tmp_path):
     assert envs_spec["augmentation"]["mode"] == "expert_data"
     again = augment.Args(**{**args.__dict__, "out": str(tmp_path / "exp2.npz")})
     augment.main(again)
-    np.testing.assert_array_equal(contract.load_dataset(again.out)["observations"], aug["observations"])  # seeded
+    np.testing.assert_array_equal(envs.load_dataset(again.out)["observations"], aug["observations"])  # seeded
 
 
 def test_control_flags_that_do_not_fit_are_refused(augmented, tiny_dataset, tiny_ivae, tmp_path):

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import augment
-import contract
+from oilca import contract
 import train_bcnd as BCND
 import train_ilid as ILID
 import train_iswbc as ISW

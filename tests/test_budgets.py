@@ -8,9 +8,11 @@ import numpy as np
 import pytest
 import torch
 
-import contract
+from oilca import contract
+
+import envs
 import evaluate
-import policy
+from oilca import policy
 import train_bc
 import train_dwbc
 from conftest import one_line_error, run
@@ -106,10 +108,10 @@ def test_index_chunks_hand_out_each_step_once():
 def test_expert_episodes_sets_the_size_of_d_e(tmp_path):
     """collect_data.py --expert-episodes N (the paper's Table 5 |D_E|): exactly N of the positive episodes, at random."""
     import collect_data
-    from toy_env import ToyConfig
+    from envs.toy import ToyConfig
     toy = ToyConfig(n_classes=2, episodes_per_class=10)
     out = collect_data.main(collect_data.Args(out=str(tmp_path / "d.npz"), toy=toy, seed=3, expert_episodes=3))
-    data = contract.load_dataset(str(tmp_path / "d.npz"))
+    data = envs.load_dataset(str(tmp_path / "d.npz"))
     episodes = np.unique(data["episode_ids"][data["expert"]])
     assert len(episodes) == out["n_expert_episodes"] == 3
     top = np.argsort(-out["returns"], kind="stable")[:4]  # 20% of 20 episodes are positives

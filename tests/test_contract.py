@@ -6,7 +6,9 @@ import os
 import numpy as np
 import pytest
 
-import contract
+from oilca import contract
+
+import envs
 from conftest import run
 
 
@@ -23,7 +25,7 @@ def write(tmp_path, arrays, name="bad.npz"):
 
 def expect_error(path, *fragments):
     with pytest.raises(contract.ContractError) as e:
-        contract.load_dataset(path)
+        envs.load_dataset(path)
     msg = str(e.value)
     assert "\n" not in msg and msg.startswith(path)
     for frag in fragments:
@@ -32,7 +34,7 @@ def expect_error(path, *fragments):
 
 
 def test_valid_dataset_loads(tiny_dataset):
-    data = contract.load_dataset(tiny_dataset)
+    data = envs.load_dataset(tiny_dataset)
     meta = data["metadata"]
     n = len(data["rewards"])
     assert n == 2 * 6 * meta["episode_len"]
@@ -145,9 +147,9 @@ def test_save_npz_is_byte_reproducible_and_atomic(tmp_path):
 
 
 def test_fingerprint_tracks_content(tiny_dataset):
-    data = contract.load_dataset(tiny_dataset)
+    data = envs.load_dataset(tiny_dataset)
     fp = contract.fingerprint(data)
-    assert fp == contract.fingerprint(contract.load_dataset(tiny_dataset))
+    assert fp == contract.fingerprint(envs.load_dataset(tiny_dataset))
     data["next_observations"] = data["next_observations"].copy()
     data["next_observations"][0, 0] += 1e-3
     assert contract.fingerprint(data) != fp
@@ -156,7 +158,7 @@ def test_fingerprint_tracks_content(tiny_dataset):
 def test_loading_keeps_one_copy_of_the_arrays(tiny_dataset):
     """A CausalWorld dataset runs to gigabytes: validation returns the float32 arrays it read, not copies, and checks
     the collected rows of an augmented dataset through a view when they form one block (its fingerprint unchanged)."""
-    raw, data = contract.load_dataset_raw(tiny_dataset)
+    raw, data = envs.load_dataset_raw(tiny_dataset)
     for key in ("observations", "next_observations", "actions", "rewards"):
         assert data[key] is raw[key]
     n = len(data["rewards"])
@@ -191,4 +193,4 @@ def test_aux_per_row_lets_c_vary_inside_an_episode(tiny_dataset, tmp_path):
     expect_error(write(tmp_path, arrays), "'aux' changes inside an episode")
     meta = json.loads(str(arrays["metadata"]))
     arrays["metadata"] = contract.dataset_arrays_from_meta({**meta, "aux_per_row": True})
-    assert contract.load_dataset(write(tmp_path, arrays, "per_row.npz"))["aux"][1] == arrays["aux"][1]
+    assert envs.load_dataset(write(tmp_path, arrays, "per_row.npz"))["aux"][1] == arrays["aux"][1]

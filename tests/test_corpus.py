@@ -240,8 +240,8 @@ def policy_for_dims(path: str, obs_dim: int, act_dim: int) -> None:
     """A valid policy artifact for an env of other dims."""
     import torch
 
-    import contract
-    import policy
+    from oilca import contract
+    from oilca import policy
 
     torch.manual_seed(0)
     actor = policy.Actor(obs_dim, act_dim, hidden=8)

@@ -5,8 +5,9 @@ import os
 import numpy as np
 import pytest
 
-import contract
-import cw_env
+from oilca import contract
+import envs
+from envs import cw as cw_env
 from conftest import one_line_error, run
 
 pytestmark = [pytest.mark.cw,
@@ -98,7 +99,7 @@ def test_class_table_and_bad_values():
 
 
 def test_collect_tiny_dataset(tiny_cw):
-    d = contract.load_dataset(tiny_cw)  # the contract's checks: s'_t = s_{t+1}, one timeout per episode, returns
+    d = envs.load_dataset(tiny_cw)  # the contract's checks: s'_t = s_{t+1}, one timeout per episode, returns
     meta = d["metadata"]
     assert meta["env_id"] == "cw:pushing" and meta["obs_dim"] == 56 and meta["act_dim"] == 9
     assert len(d["rewards"]) == 15 * 12 and d["timeouts"].sum() == 15 and not d["terminals"].any()
@@ -182,7 +183,7 @@ def test_table7_features_and_rollout_spaces(tiny_cw):
                                          features=cw_env.FEATURES), "picking", 0)
     spec = out["spec"]
     assert set(spec["class_table"][0]) == set(cw_env.FEATURES) and spec["class_table"][1]["block_mass"] == 0.0375
-    spec = contract.load_dataset(tiny_cw)["metadata"]
+    spec = envs.load_dataset(tiny_cw)["metadata"]
     policy = cw_env.reference_policy(spec, "expert", 0)
     for split, (lo, hi) in (("A", (0.3, 0.6)), ("B", (0.6, 0.8))):
         res = cw_env.rollout(spec, policy, split, [], 2, seed=5)
@@ -224,7 +225,7 @@ def test_expert_episodes_follow_the_class_interventions(tiny_cw):
     class of c given."""
     import envs
 
-    spec = envs.env_spec(contract.load_dataset(tiny_cw)["metadata"])
+    spec = envs.env_spec(envs.load_dataset(tiny_cw)["metadata"])
     rows = envs.expert_episodes(spec, [1, 2], seed=0)
     assert rows["observations"].shape == (2 * 12, 56) and rows["aux"].tolist() == [1] * 12 + [2] * 12
     expert = envs.reference_policy(spec, "expert", 0)

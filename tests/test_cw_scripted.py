@@ -3,8 +3,10 @@ option and a two-episode collection with it."""
 import numpy as np
 import pytest
 
-import contract
-import cw_env
+from oilca import contract
+
+import envs
+from envs import cw as cw_env
 from conftest import one_line_error, run
 
 pytestmark = [pytest.mark.cw,
@@ -12,7 +14,7 @@ pytestmark = [pytest.mark.cw,
 
 
 def test_tip_targets_pinch_geometry():
-    import cw_scripted
+    from envs import cw_scripted
 
     tips = cw_scripted.tip_targets(np.array([0.1, -0.05, 0.04]), 0.03, 0.01, np.pi / 2).reshape(3, 3)
     # yaw 90°: the block's y axis points along -x, its x axis along +y
@@ -24,7 +26,7 @@ def test_tip_targets_pinch_geometry():
 def test_ik_bridge_puts_the_tips_on_their_targets():
     """A normalised joint-position action from tips_to_action, held for 0.5 s, brings every fingertip within 5 mm of
     its target (CausalWorld's end-effector observation frame: z above the floor)."""
-    import cw_scripted
+    from envs import cw_scripted
 
     env = cw_env.make_env("stacking2", 0)
     cw_env.start_episode(env, {}, 0, goals="default")
@@ -42,7 +44,7 @@ def test_ik_bridge_puts_the_tips_on_their_targets():
 def test_next_pick_fills_the_lowest_open_goal():
     """towers starts with one block already in the bottom goal: the script moves on to the next level, with another
     block."""
-    import cw_scripted
+    from envs import cw_scripted
 
     env = cw_env.make_env("towers", 0)
     cw_env.start_episode(env, {}, 0, goals=cw_env.goal_mode("towers"))
@@ -71,7 +73,7 @@ def test_collect_two_scripted_episodes(tmp_path):
     path = str(tmp_path / "stacking2.npz")
     cfg = cw_env.CWConfig(episodes=2, n_classes=1, episode_len=25, noise_levels=(0.0,), expert="scripted", lockstep=2)
     collect_data.main(collect_data.Args(env="cw:stacking2", out=path, seed=0, cw=cfg))
-    d = contract.load_dataset(path)
+    d = envs.load_dataset(path)
     meta = d["metadata"]
     assert meta["env_config"]["expert"] == "scripted" and meta["collect_args"]["cw"]["expert"] == "scripted"
     assert [b["label"] for b in meta["behavior_policies"]] == ["expert", "uniform random"]
@@ -107,7 +109,7 @@ def test_general_gets_its_fixed_feasible_structure_and_collects(tmp_path):
     path = str(tmp_path / "general.npz")
     cfg = cw_env.CWConfig(episodes=2, n_classes=1, episode_len=10, noise_levels=(0.0,), expert="scripted", lockstep=2)
     collect_data.main(collect_data.Args(env="cw:general", out=path, seed=0, cw=cfg))
-    meta = contract.load_dataset(path)["metadata"]
+    meta = envs.load_dataset(path)["metadata"]
     assert meta["env_config"]["structure"] == st and meta["env_config"]["goals"] == "default"
     other = {**meta, "env_config": {**meta["env_config"], "structure": {**st, "seed": 1}}}
     with pytest.raises(ValueError, match="collected with the structure"):  # evaluated on another stage: refused

@@ -7,8 +7,9 @@ import os
 import numpy as np
 import pytest
 
-import contract
-import dmc_env
+from oilca import contract
+import envs
+from envs import dmc as dmc_env
 import evaluate
 import train_behavior
 from conftest import one_line_error, run
@@ -69,7 +70,7 @@ def test_noise_table_is_fixed_by_its_seed():
 
 def test_collection_contract_and_metadata(dmc_dataset):
     path, snaps, _ = dmc_dataset
-    data = contract.load_dataset(path)
+    data = envs.load_dataset(path)
     meta = data["metadata"]
     assert meta["env_id"] == f"dmc:{TASK}" and meta["episode_len"] == 1000 and meta["n_classes"] == 3
     assert len(data["rewards"]) == 3000 and data["expert"].any() and not data["terminals"].any()
@@ -82,7 +83,7 @@ def test_collection_contract_and_metadata(dmc_dataset):
 
 def test_collected_transitions_replay_exactly(dmc_dataset):
     """The stored (s, a, ε) reproduce s' when replayed in a fresh env: executed action = clip(a + ε, -1, 1)."""
-    data = contract.load_dataset(dmc_dataset[0])
+    data = envs.load_dataset(dmc_dataset[0])
     for ep in (0, 2):
         rows = np.flatnonzero(data["episode_ids"] == ep)[:50]
         env = dmc_env.load_env(TASK, 0)
@@ -141,7 +142,8 @@ def test_evaluate_and_train_on_dmc(dmc_dataset, tmp_path):
 
 
 NO_GL = """import sys
-import collect_data, dmc_env
+import collect_data
+from envs import dmc as dmc_env
 from dm_control import _render
 collect_data.main(collect_data.Args(env="dmc:cartpole-swingup", out=sys.argv[1], seed=1,
                                     dmc=dmc_env.DMCConfig(random_policy=True, episodes=1, lockstep=1)))
@@ -157,7 +159,7 @@ def test_import_and_collect_without_gl(tmp_path, mujoco_gl):
     out = str(tmp_path / "d.npz")
     proc = run("-c", NO_GL, out, unset=("MUJOCO_GL",), env={"MUJOCO_GL": mujoco_gl} if mujoco_gl else None)
     assert "renderer off EGL False OSMesa False" in proc.stdout, proc.stdout
-    assert len(contract.load_dataset(out)["rewards"]) == 1000
+    assert len(envs.load_dataset(out)["rewards"]) == 1000
 
 
 def test_expert_episodes_are_the_snapshot_acting_under_the_given_classes(dmc_dataset):
@@ -165,7 +167,7 @@ def test_expert_episodes_are_the_snapshot_acting_under_the_given_classes(dmc_dat
     its class's perturbation, replayable from their own task seeds."""
     import envs
 
-    spec = envs.env_spec(contract.load_dataset(dmc_dataset[0])["metadata"])
+    spec = envs.env_spec(envs.load_dataset(dmc_dataset[0])["metadata"])
     rows = envs.expert_episodes(spec, [2, 0], seed=1)
     T = dmc_env.EPISODE_LEN
     assert rows["observations"].shape == (2 * T, spec["obs_dim"]) and rows["aux"].tolist() == [2] * T + [0] * T

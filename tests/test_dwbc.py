@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-import policy
+from oilca import policy
 import train_dwbc as D
 
 

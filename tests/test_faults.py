@@ -14,7 +14,9 @@ import time
 import numpy as np
 import pytest
 
-import contract
+from oilca import contract
+
+import envs
 import runner
 import train_bc
 import train_ivae
@@ -93,7 +95,7 @@ def test_every_cli_prints_one_line_and_exits_nonzero(script, argv, words, tiny_d
 WRITER = textwrap.dedent("""
     import os, sys, time
     sys.path.insert(0, {root!r})
-    import contract
+    from oilca import contract
 
     def slow(f):
         f.write(b"partial " * 1000)
@@ -235,7 +237,7 @@ def test_two_collections_at_once_write_once(tmp_path):
     stdout, stderr, code = others[0]
     assert (code != 0 and len(stderr.strip().splitlines()) == 1 and "another run" in stderr) or \
            (code == 0 and "kept" in stdout), others[0]
-    contract.load_dataset(out)
+    envs.load_dataset(out)
     assert not os.path.exists(out + ".lock")
 
 
@@ -284,9 +286,9 @@ def test_runner_skip_rule_checks_the_outputs(tmp_path):
 RSS = textwrap.dedent("""
     import sys
     sys.path.insert(0, {root!r})
-    import contract
+    from oilca import contract
     try:
-        contract.load_dataset({path!r})
+        envs.load_dataset({path!r})
         print("loaded")
     except contract.ContractError as e:
         print("refused:", e)

@@ -4,9 +4,11 @@ import json
 import numpy as np
 import pytest
 
-import contract
+from oilca import contract
+
+import envs
 import fidelity
-import toy_env
+from envs import toy as toy_env
 from conftest import one_line_error, run
 
 
@@ -16,7 +18,7 @@ def augmented(tiny_augmented_args):
 
 def rewrite(path, out, change):
     """A copy of the dataset at `path` with change(arrays, rows, env) applied to its augmented rows."""
-    data = contract.load_dataset(path)
+    data = envs.load_dataset(path)
     rows = np.flatnonzero(data["augmented"])
     change(data, rows, toy_env.make_env(data["metadata"]))
     contract.save_npz(out, {**{k: v for k, v in data.items() if k != "metadata"},
@@ -54,7 +56,7 @@ def test_true_counterfactuals_score_zero_and_a_known_shift_scores_its_size(augme
 def test_copy_row_is_the_partners_own_next_state(augmented, tmp_path):
     res = fidelity.main(fidelity.Args(augmented=(augmented.out,), sampler=augmented.sampler_out,
                                       out=str(tmp_path / "f.json"), table=None, figure=None))
-    data = contract.load_dataset(augmented.out)
+    data = envs.load_dataset(augmented.out)
     rows = np.flatnonzero(data["augmented"])
     p, env = data["aug_partner"][rows], toy_env.make_env(data["metadata"])
     err = np.linalg.norm(data["next_observations"][p] - env.transition(data["observations"][p], data["actions"][p],

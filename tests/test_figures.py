@@ -3,9 +3,9 @@ keeps every bar, interval and seed dot and leaves a far reference line off (name
 on its own, and Fig. 5's curves (a family with two ratios or more, led by DWBC, over the seeds every point has)."""
 import numpy as np
 
-import figures
+from analysis import figures
 import report
-import stats
+from analysis import stats
 from test_report import PNG, result, toy_rows  # the same hand-made rows as the table tests
 
 

@@ -6,9 +6,11 @@ import numpy as np
 import pytest
 import torch
 
-import contract
+from oilca import contract
+
+import envs
 import train_ivae as T
-from ivae import IVAE
+from oilca.ivae import IVAE
 
 
 def test_gaussian_log_prob_matches_torch():
@@ -126,7 +128,7 @@ def test_training_improves_elbo_and_checkpoint_round_trip(tiny_dataset, tmp_path
         best = max(h["elbo"] for h in metrics[prior]["history"])
         assert metrics[prior]["elbo"] == pytest.approx(best)  # the kept restart is the best by ELBO
     # the ELBO went up from the initial model's
-    data = contract.load_dataset(tiny_dataset)
+    data = envs.load_dataset(tiny_dataset)
     tensors = [torch.as_tensor(data[k]) for k in ("observations", "actions", "next_observations")] + [torch.as_tensor(data["aux"])]
     ckpt = contract.load_checkpoint(os.path.join(out, "ivae.pt"), "ivae")
     init = IVAE(**ckpt["config"])
@@ -151,7 +153,7 @@ def test_training_improves_elbo_and_checkpoint_round_trip(tiny_dataset, tmp_path
 
 def test_encode_dataset_keeps_the_members_asked_for(tiny_dataset):
     """The posterior of chosen restarts over every row, batch by batch: the rows of one whole-data encode."""
-    data = contract.load_dataset(tiny_dataset)
+    data = envs.load_dataset(tiny_dataset)
     tensors = [torch.as_tensor(data[k]) for k in ("observations", "actions", "next_observations")] + [torch.as_tensor(data["aux"])]
     torch.manual_seed(0)
     model = IVAE(data["metadata"]["obs_dim"], data["metadata"]["act_dim"], data["metadata"]["n_classes"], 2, 32, 2,

@@ -11,7 +11,7 @@ import os
 import numpy as np
 import pytest
 
-import contract
+from oilca import contract
 import envs
 from conftest import one_line_error, run
 
@@ -59,13 +59,13 @@ def assert_same_file(a, b):
 
 
 def test_round_trip_npz_minari_npz_is_lossless(tiny_dataset, root, tmp_path):
-    run("minari_export.py", "--dataset", tiny_dataset, "--dataset-id", "oilca/tiny-v0")
+    run("scripts/minari_export.py", "--dataset", tiny_dataset, "--dataset-id", "oilca/tiny-v0")
     back = str(tmp_path / "back.npz")
-    run("minari_import.py", "--datasets", "oilca/tiny-v0", "--out", back)
+    run("scripts/minari_import.py", "--datasets", "oilca/tiny-v0", "--out", back)
     assert_same_file(tiny_dataset, back)
     # what another library sees: the episodes, c / expert / u in the step infos, our metadata verbatim
     ds = minari.load_dataset("oilca/tiny-v0")
-    data = contract.load_dataset(tiny_dataset)
+    data = envs.load_dataset(tiny_dataset)
     ep = ds[0]
     T = int((data["episode_ids"] == 0).sum())
     assert ds.total_episodes == len(np.unique(data["episode_ids"])) and ds.total_steps == len(data["rewards"])
@@ -89,29 +89,29 @@ def test_round_trip_keeps_augmented_rows(tiny_dataset, root, tmp_path):
     aug = {k: np.concatenate([old[k], new[k]]).astype(old[k].dtype) for k in old}
     aug["metadata"] = arrays["metadata"]
     path = str(tmp_path / "aug.npz")
-    contract.validate_dataset(path, aug)
+    envs.validate_dataset(path, aug)
     contract.save_npz(path, aug)
-    run("minari_export.py", "--dataset", path, "--dataset-id", "oilca/tiny-aug-v0")
+    run("scripts/minari_export.py", "--dataset", path, "--dataset-id", "oilca/tiny-aug-v0")
     assert minari.load_dataset("oilca/tiny-aug-v0").total_episodes == len(np.unique(arrays["episode_ids"])) + 3
-    run("minari_import.py", "--datasets", "oilca/tiny-aug-v0", "--out", str(tmp_path / "back.npz"))
+    run("scripts/minari_import.py", "--datasets", "oilca/tiny-aug-v0", "--out", str(tmp_path / "back.npz"))
     assert_same_file(path, str(tmp_path / "back.npz"))
 
 
 def test_export_refuses_to_overwrite_and_bad_ids(tiny_dataset, root, tmp_path):
-    run("minari_export.py", "--dataset", tiny_dataset, "--dataset-id", "oilca/twice-v0")
-    proc = run("minari_export.py", "--dataset", tiny_dataset, "--dataset-id", "oilca/twice-v0", ok=False)
+    run("scripts/minari_export.py", "--dataset", tiny_dataset, "--dataset-id", "oilca/twice-v0")
+    proc = run("scripts/minari_export.py", "--dataset", tiny_dataset, "--dataset-id", "oilca/twice-v0", ok=False)
     assert one_line_error(proc, "exists"), proc.stderr
-    run("minari_export.py", "--dataset", tiny_dataset, "--dataset-id", "oilca/twice-v0", "--force")
-    proc = run("minari_export.py", "--dataset", tiny_dataset, "--dataset-id", "no version", ok=False)
+    run("scripts/minari_export.py", "--dataset", tiny_dataset, "--dataset-id", "oilca/twice-v0", "--force")
+    proc = run("scripts/minari_export.py", "--dataset", tiny_dataset, "--dataset-id", "no version", ok=False)
     assert one_line_error(proc, "bad Minari dataset id"), proc.stderr
     assert not [d for d in os.listdir(root) if d.startswith(".export-")]  # no temporary folder left behind
 
 
 def test_import_expert_plus_supplementary_then_train_and_evaluate(pendulum, root, tmp_path):
     out = str(tmp_path / "pend.npz")
-    run("minari_import.py", "--datasets", "pendulum/expert-v0", "pendulum/random-v0", "--expert", "pendulum/expert-v0",
+    run("scripts/minari_import.py", "--datasets", "pendulum/expert-v0", "pendulum/random-v0", "--expert", "pendulum/expert-v0",
         "--expert-episodes", "1", "--aux", "source", "--out", out)
-    data = contract.load_dataset(out)
+    data = envs.load_dataset(out)
     meta = data["metadata"]
     assert meta["env_id"] == "gym:Pendulum-v1" and meta["episode_len"] == EP_LEN and meta["n_classes"] == 2
     assert (meta["obs_dim"], meta["act_dim"], meta["action_low"], meta["action_high"]) == (3, 1, [-2.0], [2.0])
@@ -140,8 +140,8 @@ def test_import_expert_plus_supplementary_then_train_and_evaluate(pendulum, root
 def test_gym_rollout_matches_a_direct_gymnasium_run(pendulum, root, tmp_path):
     """gym_env.rollout runs episode i from seed (s·1_000_003 + i) mod 2³¹ in the recorded env, batched."""
     out = str(tmp_path / "p.npz")
-    run("minari_import.py", "--datasets", "pendulum/random-v0", "--expert", "top", "--out", out)
-    spec = envs.env_spec(contract.load_dataset(out)["metadata"])
+    run("scripts/minari_import.py", "--datasets", "pendulum/random-v0", "--expert", "top", "--out", out)
+    spec = envs.env_spec(envs.load_dataset(out)["metadata"])
     policy = lambda obs: np.clip(-obs[:, 2:3], -2, 2)  # noqa: E731
     res = envs.rollout(spec, policy, "train", [0], 3, seed=7)
     env = gym.make("Pendulum-v1", max_episode_steps=EP_LEN)
@@ -156,9 +156,9 @@ def test_gym_rollout_matches_a_direct_gymnasium_run(pendulum, root, tmp_path):
 
 def test_import_kmeans_labels_transitions(pendulum, root, tmp_path):
     out = str(tmp_path / "km.npz")
-    run("minari_import.py", "--datasets", "pendulum/expert-v0", "pendulum/random-v0", "--expert", "pendulum/expert-v0",
+    run("scripts/minari_import.py", "--datasets", "pendulum/expert-v0", "pendulum/random-v0", "--expert", "pendulum/expert-v0",
         "--aux", "kmeans:3", "--out", out)
-    data = contract.load_dataset(out)  # the contract accepts c that changes inside an episode: aux_per_row
+    data = envs.load_dataset(out)  # the contract accepts c that changes inside an episode: aux_per_row
     meta = data["metadata"]
     assert meta["aux_per_row"] and meta["n_classes"] == 3 and set(np.unique(data["aux"])) == {0, 1, 2}
     assert np.array(meta["kmeans"]["centres"]).shape == (3, 3)
@@ -167,7 +167,7 @@ def test_import_kmeans_labels_transitions(pendulum, root, tmp_path):
     z, zc = (x - x.mean(0)) / (x.std(0) + 1e-6), (np.array(meta["kmeans"]["centres"]) - x.mean(0)) / (x.std(0) + 1e-6)
     assert (np.argmin(((z[:, None] - zc[None]) ** 2).sum(-1), 1) == data["aux"]).mean() > 0.99
     again = str(tmp_path / "km2.npz")
-    run("minari_import.py", "--datasets", "pendulum/expert-v0", "pendulum/random-v0", "--expert", "pendulum/expert-v0",
+    run("scripts/minari_import.py", "--datasets", "pendulum/expert-v0", "pendulum/random-v0", "--expert", "pendulum/expert-v0",
         "--aux", "kmeans:3", "--out", again)
     assert_same_file(out, again)  # the same seed gives the same file
     run("train_dwbc.py", "--dataset", out, "--out-dir", str(tmp_path / "dwbc"), *TINY)
@@ -175,9 +175,9 @@ def test_import_kmeans_labels_transitions(pendulum, root, tmp_path):
 
 def test_import_top_split_and_episode_counts(pendulum, root, tmp_path):
     out = str(tmp_path / "top.npz")
-    run("minari_import.py", "--datasets", "pendulum/expert-v0", "pendulum/random-v0", "--expert", "top",
+    run("scripts/minari_import.py", "--datasets", "pendulum/expert-v0", "pendulum/random-v0", "--expert", "top",
         "--positive-frac", "0.5", "--expert-prob", "1.0", "--episodes", "2", "3", "--out", out)
-    data = contract.load_dataset(out)
+    data = envs.load_dataset(out)
     returns = data["episode_returns"][data["timeouts"]]
     expert = data["expert"][data["timeouts"]]
     assert len(returns) == 5 and expert.sum() == 2  # round(0.5 * 5) = 2 positives, all in D_E
@@ -187,12 +187,12 @@ def test_import_top_split_and_episode_counts(pendulum, root, tmp_path):
 
 def test_exported_gym_data_keeps_its_env(pendulum, root, tmp_path):
     out = str(tmp_path / "g.npz")
-    run("minari_import.py", "--datasets", "pendulum/expert-v0", "pendulum/random-v0", "--expert", "pendulum/expert-v0",
+    run("scripts/minari_import.py", "--datasets", "pendulum/expert-v0", "pendulum/random-v0", "--expert", "pendulum/expert-v0",
         "--out", out)
-    run("minari_export.py", "--dataset", out, "--dataset-id", "oilca/pend-v0")
+    run("scripts/minari_export.py", "--dataset", out, "--dataset-id", "oilca/pend-v0")
     env = minari.load_dataset("oilca/pend-v0").recover_environment()
     assert env.spec.id == "Pendulum-v1" and env.spec.max_episode_steps == EP_LEN
-    run("minari_import.py", "--datasets", "oilca/pend-v0", "--out", str(tmp_path / "g2.npz"))
+    run("scripts/minari_import.py", "--datasets", "oilca/pend-v0", "--out", str(tmp_path / "g2.npz"))
     assert_same_file(out, str(tmp_path / "g2.npz"))
 
 
@@ -210,7 +210,7 @@ def test_exported_gym_data_keeps_its_env(pendulum, root, tmp_path):
 ])
 def test_import_bad_input_is_one_line(pendulum, root, tmp_path, argv, words):
     out = str(tmp_path / "x.npz")
-    proc = run("minari_import.py", *argv, "--out", out, ok=False)
+    proc = run("scripts/minari_import.py", *argv, "--out", out, ok=False)
     assert one_line_error(proc, words), proc.stderr
     assert not os.path.exists(out)
 
@@ -218,7 +218,7 @@ def test_import_bad_input_is_one_line(pendulum, root, tmp_path, argv, words):
 def test_import_never_overwrites_without_force(pendulum, root, tmp_path):
     out = tmp_path / "x.npz"
     out.write_bytes(b"keep")
-    proc = run("minari_import.py", "--datasets", "pendulum/random-v0", "--expert", "top", "--out", str(out), ok=False)
+    proc = run("scripts/minari_import.py", "--datasets", "pendulum/random-v0", "--expert", "top", "--out", str(out), ok=False)
     assert one_line_error(proc, "exists") and out.read_bytes() == b"keep"
 
 

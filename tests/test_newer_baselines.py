@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-import contract
+from oilca import contract
+
+import envs
 import train_ilid as I
 import train_iswbc as W
 from conftest import one_line_error, run
@@ -140,7 +142,7 @@ def augmented(tiny_augmented_args):
 
 
 def test_ilid_weights_rows_of_d_e_one_and_selects_only_d_s(augmented, tmp_path):
-    d = contract.load_dataset(augmented)
+    d = envs.load_dataset(augmented)
     res = RUNS["ilid"](dataset=augmented, out_dir=str(tmp_path / "a"), bar=0.5, **TINY)
     w, sup = res["row_weights"], ~d["expert"] & ~d["augmented"]
     assert np.all(w[d["expert"]] == 1) and d["augmented"].any() and np.all(w[d["augmented"]] == 1)

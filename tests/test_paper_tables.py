@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 from scipy.stats import kendalltau
 
-import cw_env
-import paper_results
+from envs import cw as cw_env
+from analysis import paper_results
 import report
-import stats
+from analysis import stats
 
 PATTERN = "{root}/{{benchmark}}_{{task}}_t5"
 

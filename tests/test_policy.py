@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 import torch
 
-import contract
+from oilca import contract
 import evaluate
-import policy
+from oilca import policy
 import train_bc
 import train_dwbc
 

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from progress import Progress
+from oilca.progress import Progress
 
 
 def lines(stream: io.StringIO):

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-import contract
-import policy
+from oilca import contract
+from oilca import policy
 import train_bc
 import train_bcnd
 import train_dwbc

@@ -14,12 +14,12 @@ import torch
 import torch.nn as nn
 
 import collect_data
-import contract
+from oilca import contract
 import cv_split
 import envs
 import select_sampler
 from conftest import one_line_error, run
-from toy_env import ToyConfig, ToyEnvConfig
+from envs.toy import ToyConfig, ToyEnvConfig
 
 FOLDS = 3
 W_GOOD, B_GOOD = np.array([[0.8, -0.3], [0.2, 0.6]], np.float32), np.array([0.1, -0.2], np.float32)
@@ -43,11 +43,11 @@ def dataset(tmp_path_factory):
     path = str(folder / "tiny.npz")
     collect_data.main(collect_data.Args(out=path, seed=3, positive_frac=0.5, expert_prob=1.0,
                                         toy=ToyConfig(n_classes=2, episodes_per_class=6, env=ToyEnvConfig(episode_len=10))))
-    raw, data = contract.load_dataset_raw(path)
+    raw, data = envs.load_dataset_raw(path)
     meta = data["metadata"]
     perfect = contract.build_policy(linear_artifact(meta, W_GOOD, B_GOOD, method="x", seed=0, dataset_fingerprint=""))
     raw = dict(raw, actions=perfect(raw["observations"]).astype(raw["actions"].dtype))
-    contract.validate_dataset(path, raw)
+    envs.validate_dataset(path, raw)
     contract.save_npz(path, raw)
     return path
 
@@ -66,11 +66,11 @@ def folds(dataset, tmp_path_factory):
 
 def write_policies(root, dataset, folds, specs, seeds=(0, 1)):
     """Fold and full-data artifacts of each candidate: specs = {candidate: (W, b)}. Returns select_sampler.Args."""
-    meta = contract.load_dataset(dataset)["metadata"]
-    full_fp = contract.fingerprint(contract.load_dataset(dataset))
+    meta = envs.load_dataset(dataset)["metadata"]
+    full_fp = contract.fingerprint(envs.load_dataset(dataset))
     for c, (W, b) in specs.items():
         for k, (train, _) in enumerate(folds):
-            fp = contract.fingerprint(contract.load_dataset(train))
+            fp = contract.fingerprint(envs.load_dataset(train))
             contract.save_policy(os.path.join(root, f"{c}_f{k}", "policy.pt"),
                                  linear_artifact(meta, W, b, method=c, seed=0, dataset_fingerprint=fp))
         for s in seeds:
@@ -86,11 +86,11 @@ def write_policies(root, dataset, folds, specs, seeds=(0, 1)):
 
 # ------------------------------------------------------------------------------------------------ cv_split.py
 def test_every_expert_episode_is_held_out_once(dataset, folds):
-    src = contract.load_dataset(dataset)
+    src = envs.load_dataset(dataset)
     expert_eps = set(np.unique(src["episode_ids"][src["expert"]]).tolist())
     held_sets = []
     for k, (train, held) in enumerate(folds):
-        t, h = contract.load_dataset(train), contract.load_dataset(held)  # both are contract-valid
+        t, h = envs.load_dataset(train), envs.load_dataset(held)  # both are contract-valid
         ids = set(np.unique(h["episode_ids"]).tolist())
         held_sets.append(ids)
         assert h["expert"].all() and not ids & set(t["episode_ids"].tolist())  # none of the fold's rows remain
@@ -108,7 +108,7 @@ def test_every_expert_episode_is_held_out_once(dataset, folds):
 
 
 def test_same_seed_same_split(dataset):
-    data = contract.load_dataset(dataset)
+    data = envs.load_dataset(dataset)
     eps = np.arange(20)
     assert np.array_equal(cv_split.assign_folds(eps, 4, 7), cv_split.assign_folds(eps, 4, 7))
     assert not np.array_equal(cv_split.assign_folds(eps, 4, 7), cv_split.assign_folds(eps, 4, 8))
@@ -126,18 +126,18 @@ def test_rerun_keeps_same_arguments_and_refuses_others(dataset, tmp_path):
         cv_split.main(dataclasses.replace(a, seed=5))
     assert open(a.out, "rb").read() == before
     cv_split.main(dataclasses.replace(a, seed=5, force=True))
-    assert contract.load_dataset(a.out)["metadata"]["cv_split"]["seed"] == 5
+    assert envs.load_dataset(a.out)["metadata"]["cv_split"]["seed"] == 5
 
 
 def augmented_copy(dataset, path):
     """`dataset` plus one counterfactual row (as augment.py marks them)."""
-    raw, data = contract.load_dataset_raw(dataset)
+    raw, data = envs.load_dataset_raw(dataset)
     n = len(raw["rewards"])
     out = {k: np.concatenate([v, v[:1]]) for k, v in raw.items() if k != "metadata"}
     out.update(augmented=np.r_[np.zeros(n, bool), True], aug_source=np.r_[np.full(n, -1), 0],
                aug_partner=np.r_[np.full(n, -1), 1], metadata=raw["metadata"])
     out["episode_ids"][-1], out["terminals"][-1], out["timeouts"][-1], out["expert"][-1] = -1, False, False, True
-    contract.validate_dataset(path, out)
+    envs.validate_dataset(path, out)
     contract.save_npz(path, out)
     return path
 
@@ -159,7 +159,7 @@ def test_cv_split_script(dataset, tmp_path):
     out, held = str(tmp_path / "t.npz"), str(tmp_path / "h.npz")
     proc = run("cv_split.py", "--dataset", dataset, "--folds", "2", "--fold", "1", "--seed", "4", "--out", out,
                "--heldout-out", held)
-    assert "held out 3 of 6 D_E episodes" in proc.stdout and contract.load_dataset(held)["expert"].all()
+    assert "held out 3 of 6 D_E episodes" in proc.stdout and envs.load_dataset(held)["expert"].all()
     proc = run("cv_split.py", "--dataset", dataset, "--folds", "2", "--fold", "2", "--out", str(tmp_path / "x.npz"),
                "--heldout-out", str(tmp_path / "y.npz"), ok=False)
     assert one_line_error(proc, "--fold 2") and not os.path.exists(tmp_path / "x.npz")
@@ -182,7 +182,7 @@ def test_exact_policy_scores_zero_and_is_chosen(dataset, folds, tmp_path):
     assert rec["scores"]["worse"]["mean"] > 1e-4 and len(rec["scores"]["worse"]["per_fold"]) == FOLDS
     saved = json.load(open(args.out))
     assert saved["choice"] == "exact" and not {"method", "seed", "split", "returns"} & set(saved)  # report.py skips it
-    full_fp = contract.fingerprint(contract.load_dataset(dataset))
+    full_fp = contract.fingerprint(envs.load_dataset(dataset))
     for s in args.seeds:
         art = contract.load_policy(args.out_policy.replace("{seed}", str(s)))
         src = contract.load_policy(args.full_policy.replace("{candidate}", "exact").replace("{seed}", str(s)))
@@ -273,14 +273,14 @@ def mixed_dataset(tmp_path_factory):
     path = str(tmp_path_factory.mktemp("mixed") / "mixed.npz")
     collect_data.main(collect_data.Args(out=path, seed=3, positive_frac=0.5, expert_prob=1.0,
                                         toy=ToyConfig(n_classes=2, episodes_per_class=6, env=ToyEnvConfig(episode_len=10))))
-    raw, data = contract.load_dataset_raw(path)
+    raw, data = envs.load_dataset_raw(path)
     meta = data["metadata"]
     perfect = contract.build_policy(linear_artifact(meta, *EXPERT, method="x", seed=0, dataset_fingerprint=""))
     low, high = np.asarray(meta["action_low"]), np.asarray(meta["action_high"])
     rand = np.random.default_rng(0).uniform(low, high, raw["actions"].shape)
     actions = np.where(data["expert"][:, None], perfect(raw["observations"]), rand).astype(raw["actions"].dtype)
     raw = dict(raw, actions=actions)
-    contract.validate_dataset(path, raw)
+    envs.validate_dataset(path, raw)
     contract.save_npz(path, raw)
     return path
 
@@ -288,7 +288,7 @@ def mixed_dataset(tmp_path_factory):
 def write_full_policies(root, dataset, specs, seeds=(0, 1), **change):
     """Full-data artifacts only: specs = {candidate: (W, b)} or {candidate: [(W, b) per seed]}. Returns
     select_sampler.Args for the discriminator rule (fold templates left at their defaults: the rule ignores them)."""
-    data = contract.load_dataset(dataset)
+    data = envs.load_dataset(dataset)
     meta, fp = data["metadata"], contract.fingerprint(data)
     for c, spec in specs.items():
         for i, s in enumerate(seeds):

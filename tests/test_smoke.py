@@ -8,7 +8,9 @@ import sys
 import numpy as np
 import pytest
 
-import contract
+from oilca import contract
+
+import envs
 from conftest import ROOT, one_line_error, run
 
 
@@ -27,7 +29,7 @@ def test_collect_then_train_ivae(tmp_path):
     proc = run("collect_data.py", "--env", "toy", "--out", data, "--toy.n-classes", "3", "--toy.episodes-per-class", "10",
                "--toy.env.episode-len", "20", "--seed", "1")
     assert "D_E" in proc.stdout and "uniform random" in proc.stdout
-    d = contract.load_dataset(data)
+    d = envs.load_dataset(data)
     assert len(d["rewards"]) == 3 * 10 * 20 and d["metadata"]["heldout_classes"] == [3]
     assert set(np.unique(d["aux"])) == {0, 1, 2} and d["expert"].any()
     out = str(tmp_path / "ivae")

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import scipy.stats
 
-import stats
+from analysis import stats
 
 
 # ------------------------------------------------------------------------------------------------- bootstrap

@@ -3,7 +3,7 @@
 import os
 import subprocess
 
-import paper_results
+from analysis import paper_results
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -10,7 +10,8 @@ import numpy as np
 from conftest import ROOT, one_line_error, run
 
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
-import contract  # noqa: E402
+from oilca import contract  # noqa: E402
+import envs
 import task_summary  # noqa: E402
 
 
@@ -34,7 +35,7 @@ def test_collect_counts_the_dataset_and_sums_only_trainer_jobs(tmp_path, tiny_da
     folder = fake_task(tmp_path, tiny_dataset)
     task_summary.main(task_summary.Args(collect=(str(folder),), root=str(tmp_path)))
     s = json.loads((folder / "task.json").read_text())
-    data = contract.load_dataset(tiny_dataset)
+    data = envs.load_dataset(tiny_dataset)
     assert s["episodes"] == len(np.unique(data["episode_ids"])) == 12
     assert s["transitions"] == len(data["expert"])
     assert s["expert_rows"] == int(data["expert"].sum()) and s["expert_episodes"] >= 1

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from toy_env import ToyCausalNav, ToyEnvConfig
+from envs.toy import ToyCausalNav, ToyEnvConfig
 
 
 def batch(env, n=2000, seed=0, scale=1.0):

@@ -34,13 +34,16 @@ output is refused unless --force; the Minari datasets are only read.
 
 import json
 import os
+import sys
 from dataclasses import asdict, dataclass
 from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
-import cli
-import contract
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repo root
+
+from oilca import cli
+from oilca import contract
 import envs
 
 # step-info name (minari_export.py) -> .npz key
@@ -205,7 +208,7 @@ def main(args: Args) -> dict:
 
     if len(sets) == 1 and recorded[0] and args.expert is None and aux_kind in ("auto", "recorded") and args.episodes is None:
         arrays = restore(sets[0], args.datasets[0])
-        data = contract.validate_dataset(args.out, arrays)
+        data = envs.validate_dataset(args.out, arrays)
         contract.save_npz(args.out, arrays)
         print(f"wrote {args.out}: {contract.describe(data)} (restored from {args.datasets[0]}, written by minari_export.py)")
         return {"path": args.out, "restored": True, "n_transitions": len(data["rewards"])}
@@ -287,7 +290,7 @@ def main(args: Args) -> dict:
             "versions": {**contract.package_versions(), "minari": minari.__version__, "gymnasium": gymnasium.__version__},
             "split": {"rule": rule, "n_expert_episodes": int(expert.sum())}, "sources": n_total}
     arrays["metadata"] = contract.dataset_arrays_from_meta(meta)
-    data = contract.validate_dataset(args.out, arrays)  # never write a file the next stage would refuse
+    data = envs.validate_dataset(args.out, arrays)  # never write a file the next stage would refuse
     contract.save_npz(args.out, arrays)
 
     print(f"{'source':<40}{'episodes':>9}{'steps':>9}{'return mean ± std':>22}{'in D_E':>8}")

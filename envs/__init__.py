@@ -1,7 +1,7 @@
 """Environments: one interface over the three backends, so a stage never needs to know which one it runs on.
 
-An env id names a backend and a task: `toy` (toy_env.py, OILCA §5.1), `dmc:<domain>-<task>` (dmc_env.py, DeepMind
-Control, §5.2), `cw:<task>` (cw_env.py, CausalWorld, §5.3) or `gym:<EnvId>` (gym_env.py, the gymnasium env of a
+An env id names a backend and a task: `toy` (envs/toy.py, OILCA §5.1), `dmc:<domain>-<task>` (envs/dmc.py, DeepMind
+Control, §5.2), `cw:<task>` (envs/cw.py, CausalWorld, §5.3) or `gym:<EnvId>` (envs/gym.py, the gymnasium env of a
 dataset imported from Minari by minari_import.py). Every backend module provides the same five functions:
 
     collect(cfg, name, seed)                         -> {"arrays", "returns", "classes", "policy_ids", "behaviors",
@@ -23,9 +23,10 @@ data), `heldout` (classes the env knows but the data never showed; toy), or Caus
 import importlib
 from typing import Callable, Optional, Sequence, Tuple
 
-BACKENDS = {"toy": "toy_env", "dmc": "dmc_env", "cw": "cw_env", "gym": "gym_env"}
-# metadata that is not the env (minari_import.py adds its source datasets and KMeans centres)
-DATASET_ONLY = ("schema_version", "collect_args", "seed", "versions", "split", "sources", "kmeans")
+from oilca import contract
+
+BACKENDS = {"toy": "envs.toy", "dmc": "envs.dmc", "cw": "envs.cw", "gym": "envs.gym"}
+DATASET_ONLY = contract.DATASET_ONLY  # metadata that is not the env
 
 
 def parse_env_id(env_id: str) -> Tuple[str, str]:
@@ -116,3 +117,18 @@ def expert_episodes(spec: dict, classes: Sequence[int], seed: int) -> dict:
     """Whole episodes of the env's expert (reference_policy "expert") under the given classes of c, one per entry:
     "true expert data", the control that augment.py --mode expert_data adds instead of counterfactual rows."""
     return backend_module(spec["env_id"]).expert_episodes(spec, classes, seed)
+
+
+def load_dataset(path: str) -> dict:
+    """contract.load_dataset with the env check: the dataset's env description must be one its backend can build."""
+    return contract.load_dataset(path, check_env=check_spec)
+
+
+def load_dataset_raw(path: str):
+    """contract.load_dataset_raw with the env check (for a lossless copy into another format)."""
+    return contract.load_dataset_raw(path, check_env=check_spec)
+
+
+def validate_dataset(path: str, raw: dict) -> dict:
+    """contract.validate_dataset with the env check (a stage checks what it is about to write)."""
+    return contract.validate_dataset(path, raw, check_env=check_spec)

@@ -26,6 +26,7 @@ the input .npz is only read.
 
 import json
 import os
+import sys
 import shutil
 import tempfile
 import warnings
@@ -34,8 +35,11 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
-import cli
-import contract
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repo root
+
+from oilca import cli
+from oilca import contract
+import envs
 
 # .npz key -> step-info name (per-row keys; the optional ones are written where the .npz has them)
 INFO_KEYS = {"aux": "c", "expert": "expert", "episode_ids": "episode_id", "episode_returns": "episode_return",
@@ -103,7 +107,7 @@ def main(args: Args) -> dict:
         from minari.dataset.minari_dataset import parse_dataset_id
     except ImportError as e:
         raise ValueError(f"Minari is not installed: WITH_MINARI=1 bash scripts/setup.sh ({e})")
-    raw, data = contract.load_dataset_raw(args.dataset)  # refuses a file the contract refuses
+    raw, data = envs.load_dataset_raw(args.dataset)  # refuses a file the contract refuses
     meta = data["metadata"]
     dataset_id = args.dataset_id or default_id(args.dataset, meta["env_id"])
     try:

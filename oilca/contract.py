@@ -34,7 +34,7 @@ import signal
 import threading
 import time
 import zipfile
-from typing import Any, Dict, Optional
+from typing import Any, Callable, Dict, Optional
 
 import numpy as np
 
@@ -63,6 +63,8 @@ OPTIONAL_KEYS = {
 METADATA_FIELDS = ("schema_version", "env_id", "obs_dim", "act_dim", "action_low", "action_high",
                    "n_classes", "aux_meaning", "collect_args", "seed", "versions")
 _KINDS = {"float": np.floating, "bool": np.bool_, "int": np.integer}
+# metadata that is not the env (minari_import.py adds its source datasets and KMeans centres)
+DATASET_ONLY = ("schema_version", "collect_args", "seed", "versions", "split", "sources", "kmeans")
 MAX_ABS = 1e9  # every float value of a dataset lies within ±MAX_ABS, so float32 mean/std stay finite
 MAX_METADATA_BYTES = 1 << 24  # the metadata JSON string
 MAX_INFLATION = 100  # declared (uncompressed) size / compressed size of a dataset's arrays; real data: ~1-5
@@ -515,7 +517,7 @@ def _check_declared(path: str, headers: Dict[str, tuple], meta: Dict[str, Any]) 
                     f"refusing to inflate a suspected zip bomb")
 
 
-def _parse_metadata(path: str, raw: Dict[str, np.ndarray]) -> Dict[str, Any]:
+def _parse_metadata(path: str, raw: Dict[str, np.ndarray], check_env=None) -> Dict[str, Any]:
     if "metadata" not in raw:
         _fail(path, "missing required key 'metadata' (a JSON string, see docs/contract.md)")
     if raw["metadata"].shape != () or raw["metadata"].dtype.kind != "U":
@@ -549,10 +551,10 @@ def _parse_metadata(path: str, raw: Dict[str, np.ndarray]) -> Dict[str, Any]:
         i = narrow[0]
         _fail(path, f"metadata action bounds of dim {i}: action_high {meta['action_high'][i]} must exceed "
                     f"action_low {meta['action_low'][i]}")
-    import envs  # the env description must name an env this code can build (envs.check_spec)
-
-    try:
-        envs.check_spec(envs.env_spec(meta))
+    if check_env is None:
+        return meta
+    try:  # the env description must name an env this code can build
+        check_env({k: v for k, v in meta.items() if k not in DATASET_ONLY})
     except (ValueError, TypeError, KeyError) as e:
         _fail(path, f"metadata: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
     return meta
@@ -593,19 +595,21 @@ def _check_array(path, key, arr, kind, shape, dims) -> np.ndarray:
     return arr
 
 
-def validate_dataset(path: str, raw: Dict[str, np.ndarray]) -> Dict[str, Any]:
+def validate_dataset(path: str, raw: Dict[str, np.ndarray], check_env: Optional[Callable[[dict], None]] = None
+                     ) -> Dict[str, Any]:
     """Check arrays against the contract; return {key: array (float32/int64/bool)} plus 'metadata': dict.
-    Any problem is a ContractError whose one-line message starts with `path`."""
+    Any problem is a ContractError whose one-line message starts with `path`. `check_env(env_spec)` also checks the
+    env description (envs.load_dataset passes envs.check_spec: the env must be one this code can build)."""
     try:
-        return _validate_dataset(path, raw)
+        return _validate_dataset(path, raw, check_env)
     except ContractError:
         raise
     except Exception as e:  # a malformed file the checks above did not foresee: still one line naming the file
         _fail(path, f"malformed dataset ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})")
 
 
-def _validate_dataset(path: str, raw: Dict[str, np.ndarray]) -> Dict[str, Any]:
-    meta = _parse_metadata(path, raw)
+def _validate_dataset(path: str, raw: Dict[str, np.ndarray], check_env=None) -> Dict[str, Any]:
+    meta = _parse_metadata(path, raw, check_env)
     for key in DATASET_KEYS:
         if key not in raw:
             _fail(path, f"missing required key '{key}' (see docs/contract.md)")
@@ -670,16 +674,17 @@ def _check_episodes(path: str, data: Dict[str, Any], per_row_aux: bool = False) 
         _fail(path, f"'episode_returns' of episode {ep[starts[bad[0]]]} ({rets[bad[0]]:.4f}) is not the sum of its rewards ({sums[bad[0]]:.4f}): truncated episode?")
 
 
-def load_dataset(path: str) -> Dict[str, Any]:
-    """Read and validate a dataset `.npz`; raises ContractError with a one-line message on any problem."""
-    return validate_dataset(path, _read_npz(path))
+def load_dataset(path: str, check_env: Optional[Callable[[dict], None]] = None) -> Dict[str, Any]:
+    """Read and validate a dataset `.npz`; raises ContractError with a one-line message on any problem. Stages call
+    envs.load_dataset, which passes the env check."""
+    return validate_dataset(path, _read_npz(path), check_env)
 
 
-def load_dataset_raw(path: str):
+def load_dataset_raw(path: str, check_env: Optional[Callable[[dict], None]] = None):
     """(the arrays exactly as stored, in their own dtypes, with 'metadata' the JSON string; the validated dataset as
     load_dataset returns it): for a lossless copy of a file into another format (minari_export.py)."""
     raw = _read_npz(path)
-    return raw, validate_dataset(path, raw)
+    return raw, validate_dataset(path, raw, check_env)
 
 
 def collected_rows(data: Dict[str, Any]):

@@ -66,8 +66,8 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-import contract
-from progress import Progress
+from oilca import contract
+from oilca.progress import Progress
 
 SHIPPED_EXPERTS = {"reaching": "reaching_ppo_curr1.zip", "pushing": "pushing_ppo_curr1.zip",
                    "picking": "picking_ppo_curr1.zip", "pick_and_place": "pick_and_place_ppo_curr0.zip",
@@ -397,7 +397,7 @@ def load_expert(task: str, obs_dim: int, expert_snapshot: Optional[str],
     env_id = f"cw:{task}"
     check_expert(task, expert, expert_snapshot)
     if expert == "scripted":
-        import cw_scripted
+        from envs import cw_scripted
 
         return cw_scripted.ScriptedExpert(), {"source": "scripted pick-and-place through inverse kinematics "
                                                         "(cw_scripted.py)"}
@@ -551,13 +551,14 @@ def _parts_key(cfg: CWConfig, task: str, seed: int, T: int) -> str:
     every repo module loaded and the package versions. A folder of batches with another key is discarded."""
     import hashlib
 
-    here = os.path.dirname(os.path.abspath(__file__))
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     sources = {}
     for name, module in sorted(sys.modules.items()):
         path = getattr(module, "__file__", None) or ""
-        if os.path.isabs(path) and path.endswith(".py") and os.path.dirname(path) == here and os.path.isfile(path):
+        if os.path.isabs(path) and path.endswith(".py") and path.startswith(os.path.join(repo, "")) and \
+                ".venv" not in os.path.relpath(path, repo).split(os.sep) and os.path.isfile(path):
             with open(path, "rb") as f:
-                sources[os.path.basename(path)] = hashlib.sha256(f.read()).hexdigest()
+                sources[os.path.relpath(path, repo)] = hashlib.sha256(f.read()).hexdigest()
     args = {k: v for k, v in asdict(cfg).items() if k != "workers"}
     blob = json.dumps({"cw": args, "task": task, "seed": seed, "T": T, "code": sources,
                        "versions": contract.package_versions()}, sort_keys=True, default=str)
@@ -869,6 +870,6 @@ def main(args: Args) -> list:
 
 
 if __name__ == "__main__":
-    import cli
+    from oilca import cli
 
     main(cli.parse(Args))

@@ -211,7 +211,7 @@ class ToyCausalNav:
 
 def check_config(cfg: ToyEnvConfig, prefix: str = "--toy.env.") -> None:
     """One-line ValueError naming the first field of an env config that cannot build an env."""
-    import checks
+    from oilca import checks
 
     checks.fields(cfg, prefix, seed=checks.SEED, alpha=checks.Real(), sigma2_low=checks.POSITIVE,
                   sigma2_high=checks.Real(cfg.sigma2_low if isinstance(cfg.sigma2_low, (int, float)) else 0),
@@ -256,7 +256,7 @@ class ToyConfig:
 
 def check_recipe(cfg: ToyConfig) -> None:
     """One-line ValueError naming the first bad `--toy.*` flag (collect_data.py checks them before collecting)."""
-    import checks
+    from oilca import checks
 
     checks.fields(cfg, "--toy.", n_classes=checks.COUNT, heldout_classes=checks.COUNT0,
                   episodes_per_class=checks.COUNT, noise_levels=checks.NON_NEGATIVE)
@@ -407,8 +407,8 @@ class Args:
 
 
 def main(args: Args) -> dict:
-    import checks
-    import contract
+    from oilca import checks
+    from oilca import contract
 
     checks.fields(args, n_classes=checks.COUNT, episodes=checks.COUNT, seed=checks.SEED)
     check_config(args.env, "--env.")
@@ -451,6 +451,6 @@ def main(args: Args) -> dict:
 
 
 if __name__ == "__main__":
-    import cli
+    from oilca import cli
 
     cli.run(main, Args)

@@ -29,8 +29,8 @@ os.environ.setdefault("MUJOCO_GL", "disable")
 
 import numpy as np
 
-import contract
-from progress import Progress
+from oilca import contract
+from oilca.progress import Progress
 
 TABLE1_TASKS = ("cartpole-swingup", "cheetah-run", "finger-turn_hard", "fish-swim", "humanoid-run",
                 "manipulator-insert_ball", "manipulator-insert_peg", "walker-stand", "walker-walk")

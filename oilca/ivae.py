@@ -13,7 +13,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-import contract
+from oilca import contract
 
 
 class EnsembleLinear(nn.Module):

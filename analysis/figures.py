@@ -24,8 +24,8 @@ from typing import Callable
 
 import numpy as np
 
-import contract
-import stats
+from oilca import contract
+from analysis import stats
 
 # Fig. 4: each method X beside X+CA (the same learner on OILCA's augmented data; OILCA is DWBC+CA)
 # (the newer baselines last, so a group's colour C<index> and every earlier figure stay as they were)
