@@ -93,6 +93,17 @@ class Args:
     """torch CPU threads"""
 
 
+def sampler_facts(args: Args, art: Optional[dict], uses_sampler: bool) -> Optional[dict]:
+    """Who labelled the new rows, as run facts for every later result: the sampler's kind (its method label, or
+    `oracle`), its training steps and seed; None where no row is labelled by a policy (--mode copy/expert_data)."""
+    if not uses_sampler:
+        return {"kind": "oracle", "steps": None, "seed": None} if args.labels == "oracle" else None
+    steps = art.get("checkpoint_step", art.get("policy_step", (art.get("train_args") or {}).get("total_steps")))
+    if not args.sampler:
+        steps = args.sampler_steps
+    return {"kind": art["method"], "steps": None if steps is None else int(steps), "seed": int(art["seed"])}
+
+
 def train_sampler(obs: np.ndarray, act: np.ndarray, meta: dict, args: Args):
     """π̂_E: BC on D_E with policy.py's actor and loss. Returns (actor, normalizer, final loss)."""
     torch.manual_seed(args.seed)
@@ -236,7 +247,8 @@ def main(args: Args) -> dict:
         parts.clear()
     del s_cf, a_cf, s_next_cf, extra
     meta = {**meta, "augmentation": {**asdict(args), "n_augmented": n_aug, "n_expert_rows": int(len(exp_rows)),
-                                     "n_unlabelled_rows": int(len(unl_rows)), "sampler_bc_loss": sampler_loss}}
+                                     "n_unlabelled_rows": int(len(unl_rows)), "sampler_bc_loss": sampler_loss,
+                                     "sampler_facts": sampler_facts(args, sampler_art, uses_sampler)}}
     arrays["metadata"] = contract.dataset_arrays_from_meta(meta)
     envs.validate_dataset(args.out, arrays)
     if uses_sampler and not args.sampler:  # the sampler is written with the dataset, once both are complete

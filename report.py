@@ -17,8 +17,8 @@ Outputs of `--results F`, written into F:
   bcnd_ca vs bcnd, ilid_ca vs ilid, iswbc_ca vs iswbc, every oilca_<x> vs oilca; more with --pairs), the paired gaps (oilca − dwbc, oilca − bc_exp,
   oilca_bc_all − bc_all, oilca_dwbc − dwbc, each control − oilca; more with --gaps) and CausalWorld's fractional success. Rows carry the
   method id and a readable name; method order: MAIN_METHODS, then CONTROLS, each followed by its `_r<ratio>` variants.
-  With budget results (runner --budgets: `<method>_b<steps>_s<seed>_<split>.json`, the method taking the file name's
-  `_b<steps>`, see budget_method) also the budget table: rows = budgets, columns = family × split, then the paired
+  With budget results (runner --budgets: policies of one run saved at several steps; the method id takes the
+  result's `_b<policy_step>`, read from the JSON, see budget_method) also the budget table: rows = budgets, columns = family × split, then the paired
   gaps oilca − dwbc and oilca − bc_exp and P(oilca > dwbc) at each budget (BUDGET_GAPS, BUDGET_POI).
 - summary.json: cells (env, split, method, name, metric, n, seeds, mean, std, ci, normalised {mean, std, ci} or null),
   probability_of_improvement (env, split, x, y, p, ci, n_x, n_y), gaps (env, split, x, y, seeds, n, mean, std, ci);
@@ -96,7 +96,6 @@ DISPLAY = {"bc_exp": "BC-exp", "bc_all": "BC-all", "oril": "ORIL", "oril_ca": "O
            "reference_expert": "expert (reference)", "reference_random": "random (reference)"}
 RATIO = re.compile(r"^(?P<base>.+)_r(?P<ratio>\d+(?:\.\d*)?)$")  # `<method>_r<ratio>`: the same method at another ratio
 BUDGET = re.compile(r"^(?P<base>.+)_b(?P<steps>\d+)$")  # `<method>_b<steps>`: the policy after <steps> gradient steps
-BUDGET_FILE = re.compile(r"^(?P<head>.+)_b(?P<steps>\d+)_s(?P<seed>\d+)_(?P<split>.+)\.json$")  # runner --budgets
 BUDGET_GAPS = (("oilca", "dwbc"), ("oilca", "bc_exp"))  # the budget table's paired gaps, at each budget
 BUDGET_POI = (("oilca", "dwbc"),)  # and its P(X > Y)
 DEFAULT_PAIRS = (("oilca", "dwbc"), ("oril_ca", "oril"), ("bcnd_ca", "bcnd"), ("ilid_ca", "ilid"),
@@ -247,15 +246,19 @@ def check_row(path: str, r: dict) -> None:
 
 
 def budget_method(path: str, r: dict) -> str:
-    """The method id of a result: its JSON's `method`, with the file name's budget appended when the file is named
-    `[<prefix>]<method>_b<steps>_s<seed>_<split>.json` (runner --budgets: the policy saved after <steps> gradient
-    steps) with this result's method, seed and split and the JSON's method does not carry a budget itself:
-    `dwbc_b20000_s3_train.json` holding method dwbc → `dwbc_b20000` (as `_r<ratio>` variants are their own methods)."""
-    m = BUDGET_FILE.match(os.path.basename(path))
-    if (m is None or int(m["seed"]) != r["seed"] or m["split"] != r["split"] or split_budget(r["method"])[1] is not None
-            or not (m["head"] == r["method"] or m["head"].endswith("_" + r["method"]))):
+    """The method id of a result, from the facts inside it: its `method`, with `_b<steps>` appended when the policy
+    comes from a budget run (its train_args has --checkpoints: one run saved the policies of several budgets) and the
+    method does not carry a budget itself; <steps> is the result's `policy_step`, or the run's --total-steps for its
+    final policy (results written before `policy_step` was recorded for final policies). `dwbc` trained to 50,000
+    steps with --checkpoints 5000 20000 → `dwbc_b50000`; its policy saved at step 20,000 → `dwbc_b20000`. The file
+    name plays no part."""
+    train_args = r.get("train_args") if isinstance(r.get("train_args"), dict) else {}
+    if not train_args.get("checkpoints") or split_budget(r["method"])[1] is not None:
         return r["method"]
-    return f"{r['method']}_b{int(m['steps'])}"
+    steps = r.get("policy_step") if r.get("policy_step") is not None else train_args.get("total_steps")
+    if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
+        raise ReportError(f"{path}: a budget run's result without a step count (policy_step or train_args.total_steps)")
+    return f"{r['method']}_b{steps}"
 
 
 def load_results(folder: str, files: list = None, empty_ok: bool = False) -> list:

@@ -199,7 +199,11 @@ class Args:
     ray_address: Optional[str] = None
     """ray.init(address=...): e.g. auto or ray://head:10001; None starts a local instance"""
     gpus: float = 0.0
-    """GPUs per training job (ray backend; > 0 also passes --cuda to the trainers, the iVAE and SAC)"""
+    """GPUs per training job (ray backend; > 0 also passes --cuda to the trainers, the iVAE and SAC, and trains on
+    the fast path)"""
+    fast: bool = False
+    """train on the fast path (fast/train_<method>.py): the seeds of a method side by side in one job, sampling on
+    the device, CUDA graphs with --gpus; the default runs the reference trainer once per seed"""
     dry_run: bool = False
     """print the jobs (name, run/skip, command) and run nothing"""
     force: bool = False
@@ -283,8 +287,15 @@ def resolve(args: Args) -> Tuple[Args, dict]:
         raise SystemExit(f"error: {e}")
     if args.threads is None:  # --jobs processes at a time share the cores
         args.threads = max(1, cpu_cores() // max(1, args.jobs))
-    args.methods = tuple(dict.fromkeys(m for name in args.methods for m in GROUPS.get(name, (name,))))
-    unknown = set(args.methods) - set(KNOWN)
+    custom = {}  # NAME=SCRIPT[:augmented]: any trainer script with the trainer CLI, run beside the built-in methods
+    for m in args.methods:
+        if "=" in m:
+            name, script, on_aug = parse_custom(m)
+            custom[name] = (script, on_aug)
+    preset["custom"] = custom
+    args.methods = tuple(dict.fromkeys(m for name in args.methods if "=" not in name
+                                       for m in GROUPS.get(name, (name,)))) + tuple(custom)
+    unknown = set(args.methods) - set(KNOWN) - set(custom)
     if unknown:
         raise SystemExit(f"error: unknown methods {sorted(unknown)}: choose from {' '.join(KNOWN)} "
                          f"{' '.join(GROUPS)}")
@@ -301,6 +312,27 @@ def resolve(args: Args) -> Tuple[Args, dict]:
         raise SystemExit(f"error: --sweep-methods: {sorted(set(args.sweep_methods) - set(VARIANTS))} are not "
                          f"augmented methods ({' '.join(VARIANTS)})")
     return args, preset
+
+
+def parse_custom(spec: str) -> Tuple[str, str, bool]:
+    """`NAME=SCRIPT[:augmented]` of --methods: (name, script path, whether it trains on OILCA's augmented dataset).
+    SCRIPT is any trainer with the trainer CLI (--dataset, --seed, --total-steps, --method, --out-dir, --final-eval,
+    --final-eval-episodes, --eval-every, --eval-episodes, --threads), e.g. a copy of train_dwbc.py; relative paths are
+    taken from the current directory. One `error: …` line for a bad name, a name of a built-in method or group, or a
+    script that is not a .py file."""
+    name, _, rest = spec.partition("=")
+    script, _, kind = rest.partition(":")
+    if not name or not all(ch.isalnum() or ch in "_-." for ch in name):
+        raise SystemExit(f"error: --methods {spec}: the name must be letters, digits, '_', '-' or '.'")
+    if name in KNOWN or name in GROUPS or name.startswith("reference_"):
+        raise SystemExit(f"error: --methods {spec}: '{name}' is a built-in method or group; give the copy its own name")
+    if kind not in ("", "augmented"):
+        raise SystemExit(f"error: --methods {spec}: after the script only ':augmented' may follow")
+    path = os.path.abspath(script)
+    if not (script.endswith(".py") and os.path.isfile(path)):
+        raise SystemExit(f"error: --methods {spec}: {script} is not a Python file")
+    inside = path.startswith(os.path.join(REPO, ""))
+    return name, (os.path.relpath(path, REPO) if inside else path), kind == "augmented"
 
 
 def build(args: Args, p: dict) -> List[Job]:
@@ -347,7 +379,8 @@ def build(args: Args, p: dict) -> List[Job]:
 
     # augmented datasets: per OILCA variant (VARIANTS), the main ratio on every seed (the +CA baselines use OILCA's),
     # and the Fig. 5 / Table 8 ratios of the --sweep-methods on their seeds
-    main_r = lambda m: m in args.methods or (m == "oilca" and any(b.endswith("_ca") for b in args.methods))  # noqa: E731
+    on_aug = any(a for _, a in p.get("custom", {}).values())  # a custom method on OILCA's augmented datasets
+    main_r = lambda m: m in args.methods or (m == "oilca" and (on_aug or any(b.endswith("_ca") for b in args.methods)))  # noqa: E731
     wanted = {}  # (method, seed) -> [ratios]
     for m in VARIANTS:
         for seed in args.seeds:
@@ -363,30 +396,73 @@ def build(args: Args, p: dict) -> List[Job]:
                              *shlex.split(args.ivae_flags), *cuda, "--force"],
             [data], [ivae, path(runs, "ivae", "metrics.json")], gpus=args.gpus)
 
+    fast = args.fast or args.gpus > 0  # the fast path (fast/train_*.py): seeds side by side, CUDA graphs on a GPU
+    fast_groups: Dict[tuple, list] = {}  # (label, stage, script, flags, method, evals, budget) -> [(seed, dataset)]
+
     def train(name, stage, seed, script, dataset, *flags, method=None, evals=True, budget=False):
-        steps, checkpoints, label = args.steps, [], name.rsplit("_s", 1)[0]
+        """One trainer job per seed; with the fast path, the seeds of a label are gathered (flush_fast)."""
+        if fast and os.path.isfile(os.path.join(REPO, "fast", script)):
+            key = (name.rsplit("_s", 1)[0], stage, script, flags, method, evals, budget)
+            fast_groups.setdefault(key, []).append((seed, dataset))
+            return
+        trainer_job(name.rsplit("_s", 1)[0], stage, [seed], script, dataset, flags, method, evals, budget, name)
+
+    def trainer_job(label, stage, seeds, script, dataset, flags, method, evals, budget, name=None):
+        """The job of a trainer: the reference script for one seed, or fast/<script> for `seeds` side by side (its
+        --out-dir and --final-eval then hold `{seed}`, and --dataset too where each seed has its own dataset)."""
+        steps, checkpoints, tag = args.steps, [], label
         if budget and args.budgets:  # the budget study: one run to the largest budget, the others saved on the way
             steps, checkpoints = max(args.budgets), sorted(b for b in args.budgets if b != max(args.budgets))
-            name, stage = f"{label}_b{steps}_s{seed}", "budgets"
-        out, result = path(runs, name), path(res, f"{name}_{{split}}.json")
-        argv = [script, "--dataset", dataset, *flags, "--seed", seed, "--total-steps", steps]
-        argv += ["--checkpoints", *checkpoints] if checkpoints else []
+            tag, stage = f"{label}_b{steps}", "budgets"
+        on_fast = script.startswith("fast/")
+        if on_fast:  # one job for the seeds: {seed} in its paths
+            name, run_name = f"{tag}_fast", f"{tag}_s{{seed}}"
+        else:  # the job of one seed: its name as given (e.g. select_dwbc_f1), or its budget's
+            run_name = name if tag == label and name else f"{tag}_s{seeds[0]}"
+            name = run_name
+        out, result = path(runs, run_name), path(res, f"{run_name}_{{split}}.json")
+        argv = [script, "--dataset", dataset, *flags]
+        argv += ["--seeds", *seeds] if on_fast else ["--seed", seeds[0]]
+        argv += ["--total-steps", steps] + (["--checkpoints", *checkpoints] if checkpoints else [])
         argv += (["--method", method] if method else []) + ["--out-dir", out]
         argv += ["--final-eval-episodes", args.episodes, "--final-eval", result, *p["eval_flags"]] if evals else \
             ["--eval-every", 0, "--eval-episodes", 0]
-        argv += (["--act-eps", args.act_eps] if args.act_eps is not None and script != "train_bcnd.py" else [])
-        argv += threads + list(p["script_flags"].get(script, ()))
-        if cuda and script in ("train_bc.py", "train_dwbc.py") and "--adaptive-eta" not in flags:
+        base = os.path.basename(script)
+        argv += (["--act-eps", args.act_eps] if args.act_eps is not None and base != "train_bcnd.py" else [])
+        argv += threads + list(p["script_flags"].get(base, ()))
+        if on_fast and cuda and "--adaptive-eta" not in flags:
             argv += ["--cuda-graph"]  # the same steps, replayed as CUDA graphs (about 6x faster on an H100)
-        outputs = [result.replace("{split}", sp) for sp in p["splits"]] if evals else []
-        saved = [os.path.join(out, f"policy_step{b}.pt") for b in checkpoints]
-        add(name, stage, argv + [*shlex.split(args.train_flags), *cuda], [dataset],
-            [os.path.join(out, "policy.pt")] + saved + outputs, gpus=args.gpus)
-        for b, policy in zip(checkpoints, saved):  # each smaller budget's policy, scored as the final one is
-            scored = path(res, f"{label}_b{b}_s{seed}_{{split}}.json")
-            add(f"{label}_b{b}_s{seed}", "budgets", ["evaluate.py", "--policy", policy, "--split", *p["splits"],
-                                                     "--episodes", args.episodes, "--out", scored], [policy],
-                [scored.replace("{split}", sp) for sp in p["splits"]])
+        inputs, outputs = [], []
+        for seed in seeds:
+            folder = out.replace("{seed}", str(seed))
+            inputs.append(dataset.replace("{seed}", str(seed)))
+            saved = [os.path.join(folder, f"policy_step{b}.pt") for b in checkpoints]
+            outputs += [os.path.join(folder, "policy.pt")] + saved
+            outputs += [result.replace("{seed}", str(seed)).replace("{split}", sp) for sp in p["splits"]] if evals else []
+        add(name, stage, argv + [*shlex.split(args.train_flags), *cuda], sorted(set(inputs)), outputs, gpus=args.gpus)
+        for seed in seeds:
+            for b in checkpoints:  # each smaller budget's policy, scored as the final one is
+                policy = os.path.join(out.replace("{seed}", str(seed)), f"policy_step{b}.pt")
+                scored = path(res, f"{label}_b{b}_s{seed}_{{split}}.json")
+                add(f"{label}_b{b}_s{seed}", "budgets", ["evaluate.py", "--policy", policy, "--split", *p["splits"],
+                                                         "--episodes", args.episodes, "--out", scored], [policy],
+                    [scored.replace("{split}", sp) for sp in p["splits"]])
+
+    def flush_fast():
+        """The gathered fast-path trainings: one job for all seeds of a label when they share the dataset (or, for
+        DWBC/OILCA, when each seed's dataset differs only by its seed), else one fast job per seed."""
+        for (label, stage, script, flags, method, evals, budget), members in fast_groups.items():
+            seeds = [s for s, _ in members]
+            datasets = {d for _, d in members}
+            pattern = members[0][1].replace(f"_s{seeds[0]}.npz", "_s{seed}.npz")
+            if len(datasets) == 1:
+                trainer_job(label, stage, seeds, "fast/" + script, members[0][1], flags, method, evals, budget)
+            elif script == "train_dwbc.py" and all(d == pattern.replace("{seed}", str(s)) for s, d in members):
+                trainer_job(label, stage, seeds, "fast/" + script, pattern, flags, method, evals, budget)
+            else:
+                for s, d in members:
+                    trainer_job(f"{label}", stage, [s], "fast/" + script, d, flags, method, evals, budget)
+        fast_groups.clear()
 
     samplers = {VARIANTS[m].get("sampler") for m, _ in wanted}
     for seed in args.seeds:  # BC-exp / BC-all: methods, samplers, and the selection's candidates
@@ -455,6 +531,11 @@ def build(args: Args, p: dict) -> List[Job]:
             dataset = aug("oilca", args.ratio, seed) if m.endswith("_ca") else data
             stage = "newer" if m in NEWER else "baselines"  # its own timing.json entry: an opt-in run keeps "baselines"
             train(f"{m}_s{seed}", stage, seed, f"train_{m.replace('_ca', '')}.py", dataset)
+    for seed in args.seeds:  # custom methods (--methods NAME=SCRIPT[:augmented]), labelled NAME in every result
+        for name, (script, augmented) in p.get("custom", {}).items():
+            train(f"{name}_s{seed}", "custom", seed, script, aug("oilca", args.ratio, seed) if augmented else data,
+                  method=name)
+    flush_fast()
     for ref in ("expert", "random") if args.references else ():
         result = path(res, f"reference_{ref}_{{split}}.json")
         add(f"reference_{ref}", "references", ["evaluate.py", "--reference", ref, "--env-dataset", data, "--split",
@@ -468,7 +549,19 @@ def build(args: Args, p: dict) -> List[Job]:
     producer = {o: j.name for j in jobs for o in j.outputs}
     for j in jobs:
         j.deps = sorted({producer[i] for i in j.inputs if i in producer})
-    return jobs
+    return topological(jobs)
+
+
+def topological(jobs: List[Job]) -> List[Job]:
+    """The jobs with each after the jobs it depends on, otherwise in the order given (fast-path trainings are
+    gathered at the end of build, before the jobs that read their policies)."""
+    done, out, todo = set(), [], list(jobs)
+    while todo:
+        ready = next(j for j in todo if set(j.deps) <= done)
+        todo.remove(ready)
+        out.append(ready)
+        done.add(ready.name)
+    return out
 
 
 # ---- the skip rule -------------------------------------------------------------------------------------------------
@@ -580,8 +673,9 @@ def execute(job: Job, env: dict) -> dict:
         if os.path.exists(at(job.record)):
             os.remove(at(job.record))  # no record while it runs: an interrupted job is not up to date
         with open(at(job.log), "w") as log:
+            path = os.pathsep.join(p for p in (REPO, os.environ.get("PYTHONPATH")) if p)  # a trainer copied anywhere
             rc = subprocess.run([sys.executable, *job.argv], cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, env={**os.environ, **env}).returncode
+                                stdin=subprocess.DEVNULL, env={**os.environ, **env, "PYTHONPATH": path}).returncode
             missing = [f for f in job.outputs if not os.path.exists(at(f))]
             if rc == 0 and missing:
                 rc = f"0 but no {' '.join(missing)}"

@@ -27,48 +27,34 @@ Cost: M rounds × K members × `epochs` passes over |D_all| / K rows, i.e. M · 
 
 Input: a dataset `.npz` (docs/contract.md): observations, actions (expert labels are not used).
 Output (in --out-dir): policy.pt (policy artifact, docs/contract.md), progress.csv (per round: loss, weight spread,
-eval return; written as it goes), args.json, and with --tensorboard the event files in tb/.
+eval return; written as it goes), args.json, and with --tensorboard the event files in tb/. policy.pt and args.json
+are moved into --out-dir together when the run completes; a run whose loss turns NaN or inf stops and writes nothing.
 Progress: a line at most every ~10 s (batched step, steps/s, ETA, round, last loss), besides the line of every round.
 
-Seeds side by side: `--seeds 0 1 2 3 4` trains one independent replica per seed in this process, as one ensemble
-of R·K members (replica k's K members next to each other), each replica with its own split, initialisations and
-weights R, so replica k follows the run with `--seed k` alone up to float rounding and writes that run's files to
-`--out-dir` and `--final-eval` with `{seed}` replaced by k.
+Several seeds at once and CUDA graphs: fast/train_bcnd.py (same ensemble, losses and data helpers, imported).
 """
 
-import copy
 import math
-import os
 import time
-from dataclasses import asdict, dataclass
-from typing import Optional, Tuple
+from dataclasses import dataclass
+from typing import List, Optional
 
 import numpy as np
 import torch
 import torch.nn as nn
 
-from oilca import checks
-from oilca import cli
 from oilca import contract
-import envs
-from oilca.policy import (LOG_STD_MAX, LOG_STD_MIN, MU_MAX, Normalizer, TorchStreams, artifact, cpu_threads, final_eval,
-                    final_eval_paths, in_training_eval, log_replicas, replica_args)
-from oilca.progress import Progress
+from oilca.trainer import (LOG_STD_MAX, LOG_STD_MIN, MU_MAX, Normalizer, TrainerArgs, artifact, check_args, checks,
+                           check_outputs, finish, in_training_eval, is_eval_step, load, run_cli, run_facts, setup,
+                           start, training_rows)
 
 
 @dataclass
-class Args:
-    dataset: str = "data/toy.npz"
-    """input dataset: raw (BCND) or augmented by augment.py (BCND+CA)"""
+class Args(TrainerArgs):
     out_dir: str = "runs/bcnd"
     """folder for policy.pt, progress.csv and args.json"""
-    method: Optional[str] = None
-    """label stored in the policy (default: bcnd_ca on an augmented dataset, else bcnd)"""
-    seed: int = 0
-    """seed of the split, the initialisations and the minibatches"""
-    seeds: Optional[Tuple[int, ...]] = None
-    """train one replica per seed side by side in this process (e.g. `--seeds 0 1 2 3 4`); --out-dir and
-    --final-eval then need `{seed}`, which becomes each replica's seed"""
+    eval_every: int = 1
+    """evaluate after every this many rounds (0: after the last round only)"""
     n_policies: int = 5
     """K, policies in the ensemble, each trained on its own disjoint split of the data"""
     n_rounds: int = 5
@@ -88,22 +74,6 @@ class Args:
     """hidden width of every member"""
     n_hidden: int = 2
     """hidden layers of every member"""
-    eval_every: int = 1
-    """evaluate after every this many rounds (0: after the last round only)"""
-    eval_episodes: int = 20
-    """episodes of those evaluations (training classes of c, or CausalWorld's space A)"""
-    eval_seed: int = 50_000
-    """seed of the evaluations during training (apart from the final evaluation seeds)"""
-    final_eval: Optional[str] = None
-    """after training, evaluate the saved policy (as evaluate.py does) and write its JSON here; `{split}` becomes train/heldout"""
-    final_eval_episodes: int = 100
-    """episodes per split of that final evaluation"""
-    tensorboard: bool = False
-    """also write TensorBoard event files of the logged rows and progress lines to <out_dir>/tb"""
-    threads: Optional[int] = None
-    """torch CPU threads (default: every core this process may use; runner.py passes cores // --jobs)"""
-    cuda: bool = False
-    """use CUDA when available"""
 
 
 class GaussianEnsemble(nn.Module):
@@ -134,29 +104,13 @@ class GaussianEnsemble(nn.Module):
         mu, log_std = self(obs)
         return (-0.5 * (((act - torch.tanh(mu)) / log_std.exp()) ** 2 + 2 * log_std + math.log(2 * math.pi))).sum(-1)
 
-    @classmethod
-    def concat(cls, ensembles) -> "GaussianEnsemble":
-        """One ensemble of all the members of several (their parameters concatenated, in order)."""
-        out = copy.deepcopy(ensembles[0])
-        with torch.no_grad():
-            for name, p in out.named_parameters():
-                p.set_(torch.cat([e.get_parameter(name) for e in ensembles]).detach().clone())
-        return out
-
-    def members(self, lo: int, hi: int) -> "GaussianEnsemble":
-        """A copy of members lo … hi - 1 as an ensemble of their own (a replica's K members, for its artifact)."""
-        out = copy.deepcopy(self)
-        with torch.no_grad():
-            for name, p in out.named_parameters():
-                p.set_(p[lo:hi].detach().clone())
-        return out
-
     def mean_net(self) -> nn.Sequential:
-        """The ensemble's deterministic head as one plain MLP: the members side by side (block-diagonal hidden
-        layers), the last layer averaging their μ_k. The artifact applies the tanh: action = tanh(mean_k μ_k)."""
+        """The ensemble's deterministic head as one plain MLP on the CPU: the members side by side (block-diagonal
+        hidden layers), the last layer averaging their μ_k. The artifact applies the tanh: action = tanh(mean_k μ_k)."""
         k = self.weights[0].shape[0]
         layers = []
         for i, (w, b) in enumerate(zip(self.weights, self.biases)):
+            w, b = w.detach().cpu(), b.detach().cpu()
             first, last = i == 0, i == len(self.weights) - 1
             d_in, d_out = w.shape[1:]
             lin = nn.Linear(d_in if first else k * d_in, d_out if last else k * d_out)
@@ -182,112 +136,98 @@ def batch_weights(log_r):
 
 
 def weighted_nll(log_pi, weights):
-    """-E[w · log π(a | s)] of every member [K], weights detached; the ensemble's loss is their sum."""
+    """-E[w · log π(a | s)] of every member [K] from log π [K, B] and weights [K, B] (detached)."""
     return -(weights.detach() * log_pi).mean(-1)
+
+
+def ensemble_loss(log_pi, weights):
+    """The ensemble's loss Σ_k -E_{D_k}[w · log π_k(a | s)] (a scalar): the members' weighted NLLs summed, so each
+    member's slice of the gradient is its own loss's."""
+    return weighted_nll(log_pi, weights).sum()
+
+
+def split_rows(rng: np.random.Generator, n: int, k: int) -> List[np.ndarray]:
+    """D_1 … D_K: the row indices 0 … n - 1 in a random order, cut into k disjoint parts of near-equal size."""
+    return np.array_split(rng.permutation(n), k)
+
+
+def epoch_rows(rng: np.random.Generator, splits: List[np.ndarray], size: int) -> np.ndarray:
+    """One epoch's rows of every member [K, size]: its split in a fresh random order, cut to `size` rows (the
+    smallest split's), so the members step together."""
+    return np.stack([rng.permutation(s)[:size] for s in splits])
+
+
+def epochs_per_round(args: Args, steps_per_epoch: int) -> int:
+    """--epochs, or with --total-steps the epochs per round that spend that budget over --n-rounds rounds."""
+    return math.ceil(args.total_steps / (args.n_rounds * steps_per_epoch)) if args.total_steps else args.epochs
 
 
 @contract.all_or_nothing  # a failed run writes nothing; SIGTERM cleans up as SIGINT does
 def main(args: Args) -> dict:
-    checks.trainer(args, n_policies=checks.COUNT, n_rounds=checks.COUNT, epochs=checks.COUNT)
-    runs = replica_args(args)  # one Args per seed, as `--seed k` alone would have them
-    data = envs.load_dataset(args.dataset)
-    meta = data["metadata"]
-    spec = envs.env_spec(meta)
-    contract.check_paths({"--dataset": args.dataset}, folders={"--out-dir": [a.out_dir for a in runs]},
-                         files={"--final-eval": [p for a in runs for p in final_eval_paths(a.final_eval, spec)]})
-    aug = data["augmented"] if "augmented" in data else np.zeros(len(data["rewards"]), bool)
-    method = args.method or ("bcnd_ca" if aug.any() else "bcnd")
-    N, K, R = len(data["rewards"]), args.n_policies, len(runs)
+    check_args(args, n_policies=checks.COUNT, n_rounds=checks.COUNT, epochs=checks.COUNT)
+    data, meta, spec = load(args.dataset)
+    check_outputs(args, spec)
+    _, augmented, _ = training_rows(data)
+    method = args.method or ("bcnd_ca" if augmented.any() else "bcnd")
+    N, K = len(data["rewards"]), args.n_policies
     if N < K:
         raise ValueError(f"{args.dataset}: {N} rows are too few for K={K} disjoint splits")
-    torch.set_num_threads(cpu_threads(args.threads))
-    device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
+    device = setup(args)
 
-    # Several seeds (--seeds) train R replicas side by side as one ensemble of R·K members (replica k's members are
-    # k·K … k·K + K - 1), each replica with its own split (numpy's default_rng(k)), its own initialisations (torch's
-    # generator as seeded by k, policy.TorchStreams) and its own R; one seed is the case R = 1.
-    rngs = [np.random.default_rng(a.seed) for a in runs]
-    streams = TorchStreams([a.seed for a in runs])
+    torch.manual_seed(args.seed)  # every round's initialisation, and the layers the evaluations build
+    rng = np.random.default_rng(args.seed)  # the split and the minibatches
     norm = Normalizer(data["observations"], meta["action_low"], meta["action_high"])  # every training row
     obs = torch.as_tensor(norm.obs(data["observations"]), device=device)
     act = torch.as_tensor(norm.act(data["actions"]), device=device)
-    splits = [np.array_split(rng.permutation(N), K) for rng in rngs]  # disjoint D_1 … D_K of every replica
-    size = min(len(s) for s in splits[0])
+    splits = split_rows(rng, N, K)  # disjoint D_1 … D_K (Alg. 1, step 1)
+    size = min(len(s) for s in splits)  # rows of every member per epoch
     steps_per_epoch = math.ceil(size / args.batch_size)
-    epochs = math.ceil(args.total_steps / (args.n_rounds * steps_per_epoch)) if args.total_steps else args.epochs
-    log_r = torch.zeros(R, N, device=device)  # log R⁰ ≡ 0, a row per replica
-    owner = torch.arange(R, device=device).repeat_interleave(K)[:, None]  # the replica of every member [R·K, 1]
-    print(f"{method}: {N} rows ({aug.sum()} augmented) in K={K} splits of ≥{size}, M={args.n_rounds} rounds × "
-          f"{epochs} epochs = {args.n_rounds * epochs * steps_per_epoch} batched steps ({args.dataset})"
-          + (f", seeds {[a.seed for a in runs]} side by side" if R > 1 else ""))
-
-    def new_ensemble() -> GaussianEnsemble:
-        """A fresh ensemble of every replica's K members, each replica's drawn from its own torch stream."""
-        members = []
-        for k in range(R):
-            with streams.use(k):
-                members.append(GaussianEnsemble(K, meta["obs_dim"], meta["act_dim"], args.hidden, args.n_hidden))
-        return (members[0] if R == 1 else GaussianEnsemble.concat(members)).to(device)
-
-    def replica(ens: GaussianEnsemble, k: int) -> GaussianEnsemble:
-        return ens if R == 1 else ens.members(k * K, (k + 1) * K)
-
-    logs, t0, step = [[] for _ in runs], time.time(), 0
+    epochs = epochs_per_round(args, steps_per_epoch)
     total = args.n_rounds * epochs * steps_per_epoch
-    folders = [contract.RunFolder(a.out_dir) for a in runs]  # fresh --out-dirs for the logs; results staged beside
-    progs = [Progress(method, total, out_dir=a.out_dir, tensorboard=args.tensorboard) for a in runs]
-    line = progs[0] if R == 1 else Progress(f"{method} x{R}", total)  # several seeds: means over replicas
+    log_r = torch.zeros(N, device=device)  # log R⁰ ≡ 0: round 1 is plain BC
+    print(f"{method}: {N} rows ({augmented.sum()} augmented) in K={K} splits of ≥{size}, M={args.n_rounds} rounds × "
+          f"{epochs} epochs = {total} batched steps ({args.dataset})")
+
+    run = start(args, method, total)
+    log, trace, t0, step = [], [], time.time(), 0
     for m in range(1, args.n_rounds + 1):
-        ens = new_ensemble()  # fresh initialisation every round
+        # every π_k from a fresh initialisation (Alg. 1, step 2)
+        ens = GaussianEnsemble(K, meta["obs_dim"], meta["act_dim"], args.hidden, args.n_hidden).to(device)
         opt = torch.optim.AdamW(ens.parameters(), lr=args.lr, weight_decay=args.weight_decay)
         for _ in range(epochs):
-            # one epoch over every member's split: [R·K, size] rows, on the device once per epoch
-            perms = torch.as_tensor(np.stack([rng.permutation(s)[:size] for rng, split in zip(rngs, splits) for s in split]),
-                                    device=device)
+            rows = torch.as_tensor(epoch_rows(rng, splits, size), device=device)  # [K, size]: member k's rows of D_k
             for j in range(steps_per_epoch):
-                idx = perms[:, j * args.batch_size:(j + 1) * args.batch_size]
-                w = batch_weights(log_r[owner, idx])  # R^{m-1} of the member's replica, normalised per batch
-                member_loss = weighted_nll(ens.log_prob(obs[idx], act[idx]), w)  # [R·K]
+                idx = rows[:, j * args.batch_size:(j + 1) * args.batch_size]  # [K, B]
+                w = batch_weights(log_r[idx])  # R^{m-1}(s, a), normalised per batch to mean 1
+                loss = ensemble_loss(ens.log_prob(obs[idx], act[idx]), w)  # Σ_k -E_{D_k}[R^{m-1} · log π_k(a | s)]
                 opt.zero_grad()
-                member_loss.sum().backward()  # every member's slice of the gradient is its own loss's
+                loss.backward()
                 opt.step()
                 step += 1
-                line.update(step, lambda: {"round": m, "loss": member_loss.sum().item() / (R * K)})  # read when due
-        with torch.no_grad():  # R^m(s, a) = (1/K) Σ_k π_k(a | s) on every row, in log space, per replica
-            log_r = torch.cat([ensemble_log_density(ens.log_prob(obs[i].expand(R * K, -1, -1), act[i].expand(R * K, -1, -1))
-                                                    .view(R, K, -1))
-                               for i in torch.arange(N, device=device).split(4096)], -1)
-        last = m == args.n_rounds
-        rets = []
-        for k in range(R):
-            with streams.use(k):  # an evaluation builds layers from torch's generator, as the single run's does
-                rets.append(in_training_eval(replica(ens, k), norm, spec, args.eval_episodes, args.eval_seed)
-                            if last or (args.eval_every and m % args.eval_every == 0) else float("nan"))
-        w_all = batch_weights(log_r)
-        cols = {"loss": [x / K for x in member_loss.detach().view(R, K).sum(-1).tolist()],
-                "log_r_mean": log_r.mean(-1).tolist(), "log_r_std": log_r.std(-1).tolist(),
-                "weight_max": w_all.max(-1).values.tolist(),
-                "ess_frac": [x / N for x in (w_all.sum(-1) ** 2 / (w_all ** 2).sum(-1)).tolist()], "eval_return": rets}
-        log_replicas(logs, progs, runs, m, cols, f"{method} round", key="round")  # stops at a non-finite value
-        mean = {name: float(np.mean(col)) for name, col in cols.items()}
-        print(f"[{method}{f' x{R}' if R > 1 else ''}] round {m}/{args.n_rounds}  loss {mean['loss']:.3f}  log R "
-              f"{mean['log_r_mean']:.2f} ± {mean['log_r_std']:.2f}  effective sample share {mean['ess_frac']:.2f}  "
-              f"eval return {mean['eval_return']:.2f}  {time.time() - t0:.0f} s", flush=True)
-    for prog in {id(p): p for p in progs + [line]}.values():
-        prog.close()
-
-    for k, a in enumerate(runs):
-        contract.save_policy(os.path.join(folders[k].staging, "policy.pt"), artifact(
-            replica(ens, k).cpu(), norm, method=method, seed=a.seed, env=spec,
-            dataset_fingerprint=contract.fingerprint(data), dataset=a.dataset, train_args=asdict(a)))
-        contract.save_json(os.path.join(folders[k].staging, "args.json"), asdict(a))
-        folders[k].commit()  # policy.pt and args.json appear in --out-dir together, beside the run's progress.csv
-        if a.final_eval:
-            final_eval(os.path.join(a.out_dir, "policy.pt"), spec, a.final_eval_episodes, a.final_eval)
-    # log R^M of every row, for diagnostics
-    results = [{"seed": a.seed, "log": logs[k], "log_r": log_r[k].cpu().numpy()} for k, a in enumerate(runs)]
-    return {"method": method, **results[0]} if R == 1 else {"method": method, "runs": results}
+                if step <= args.loss_trace:
+                    trace.append(loss.item() / K)
+                run.tick(step, lambda: {"round": m, "loss": loss.item() / K})  # read when a line is due
+        with torch.no_grad():  # R^m(s, a) = (1/K) Σ_k π_k(a | s) of every row, in log space
+            log_r = torch.cat([ensemble_log_density(ens.log_prob(obs[i:i + 4096].expand(K, -1, -1),
+                                                                 act[i:i + 4096].expand(K, -1, -1)))
+                               for i in range(0, N, 4096)])
+        ret = (in_training_eval(ens, norm, spec, args.eval_episodes, args.eval_seed)
+               if is_eval_step(args, m, args.n_rounds) else float("nan"))
+        w_all = batch_weights(log_r)  # the weights over every row: their spread and effective sample share
+        row = {"round": m, "loss": loss.item() / K, "log_r_mean": log_r.mean().item(), "log_r_std": log_r.std().item(),
+               "weight_max": w_all.max().item(), "ess_frac": (w_all.sum() ** 2 / (w_all ** 2).sum()).item() / N,
+               "eval_return": ret}
+        checks.finite_losses(row, m, f"{method} round")  # stops the run (nothing saved) at a NaN or inf value
+        log.append(row)
+        run.progress.log(row)  # a row of progress.csv per round
+        print(f"[{method}] round {m}/{args.n_rounds}  loss {row['loss']:.3f}  log R {row['log_r_mean']:.2f} ± "
+              f"{row['log_r_std']:.2f}  effective sample share {row['ess_frac']:.2f}  eval return {ret:.2f}  "
+              f"{time.time() - t0:.0f} s", flush=True)
+    # the policy is the last round's ensemble (Alg. 1, step 3)
+    finish(run, args, spec, artifact(ens.cpu(), norm, **run_facts(args, data, method)))
+    return {"method": method, "seed": args.seed, "log": log, "log_r": log_r.cpu().numpy(),  # log R^M of every row
+            "loss_trace": trace}
 
 
 if __name__ == "__main__":
-    cli.run(main, Args)
+    run_cli(main, Args)

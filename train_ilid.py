@@ -24,8 +24,8 @@ with a Lagrange multiplier α = exp(log α) for the constraint E_E[log π_E - lo
     L_α = α · sg(E_E[Σ_j log π(a_j | s)] + ε - ℓ_E)
 (α grows while π's expert likelihood is more than ε below π_E's, and shrinks otherwise); the policy step uses the
 α from before that update (detached). `--no-auto-alpha` keeps α fixed and, as the official code, trains no π_E.
-Networks: policy.py's tanh-Gaussian actor for π_E and π; Adam with (coupled, L2) weight decay 5e-3 as the official
-code, but lr 3e-4 where it has 1e-5 (see docs/baselines.md). Observations are standardised with every row's
+Networks: oilca/policy.py's tanh-Gaussian actor for π_E and π; Adam with (coupled, L2) weight decay 5e-3 as the
+official code, but lr 3e-4 where it has 1e-5 (see docs/baselines.md). Observations are standardised with every row's
 mean/std (+1e-3), the official D_E ∪ D_S statistics. The run flushes denormal floats to zero (`flush_denormals`):
 the weight decay makes many of them, and they slow CPU arithmetic several times.
 
@@ -36,51 +36,35 @@ Input: a dataset `.npz` (docs/contract.md): observations, actions, next_observat
 episode_ids, expert, augmented.
 Output (in --out-dir): policy.pt (policy artifact, docs/contract.md), progress.csv (losses, D on D_E and D_S, rows
 selected, α, eval return; a row per evaluation, written as it goes), args.json, and with --tensorboard the event
-files in tb/. Progress: a line at most every ~10 s (step, steps/s, ETA, last losses), besides every evaluation's.
+files in tb/. The method label is ilid_ca on an augmented dataset, else ilid. policy.pt and args.json are moved into
+--out-dir together when the run completes; a run whose losses turn NaN or inf stops and writes nothing.
 
-Seeds side by side: `--seeds 0 1 2 3 4` trains one independent replica per seed in this process: D, π_E and π are
-each the R replicas' networks stacked into one batched network (policy.build_replicas), and α one value per
-replica. Each replica selects its own rows with its own D, draws its minibatches from its own default_rng(k) and
-has its own slice of the Adam moments, so it follows the run with `--seed k` alone up to float rounding; it writes
-that run's files to `--out-dir` and `--final-eval` with `{seed}` replaced by k.
+Several seeds at once, sampling on the GPU and CUDA graphs: fast/train_ilid.py (same networks and losses, imported).
 """
 
 import functools
 import math
-import os
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Optional, Tuple
 
 import numpy as np
 import torch
 import torch.nn as nn
 
-from oilca import checks
-from oilca import cli
 from oilca import contract
-import envs
-from oilca.policy import (Actor, Normalizer, TorchStreams, artifact, build_replicas, cpu_threads, final_eval,
-                    final_eval_paths, in_training_eval, load_replica, log_replicas, minibatch_generator, replica_args,
-                    replica_values as values)
-from oilca.progress import Progress
+from oilca.trainer import (Actor, Normalizer, Progress, TrainerArgs, artifact, bc_loss, check_args, check_outputs,
+                           checks, finish, in_training_eval, is_eval_step, load, run_cli, run_facts, setup, start,
+                           training_rows)
 
 D_MIN, D_MAX = 0.1, 0.9  # the official clip of D ("for a fair comparison to DWBC")
+CHUNK = 8192  # rows per forward pass when D or π_E scores the whole dataset (stage 2, ℓ_E)
 
 
 @dataclass
-class Args:
-    dataset: str = "data/toy.npz"
-    """input dataset: raw (ILID) or augmented by augment.py (ILID+CA)"""
+class Args(TrainerArgs):
     out_dir: str = "runs/ilid"
     """folder for policy.pt, progress.csv and args.json"""
-    method: Optional[str] = None
-    """label stored in the policy (default: ilid_ca on an augmented dataset, else ilid)"""
-    seed: int = 0
-    """seed of the initialisations and minibatches"""
-    seeds: Optional[Tuple[int, ...]] = None
-    """train one replica per seed side by side in this process (e.g. `--seeds 0 1 2 3 4`); --out-dir and
-    --final-eval then need `{seed}`, which becomes each replica's seed"""
     total_steps: int = 5_000
     """gradient steps of the policy π (stage 4; official 2,000,000)"""
     d_steps: Optional[int] = None
@@ -124,27 +108,73 @@ class Args:
     """hidden width of every network"""
     n_hidden: int = 2
     """hidden layers of every network"""
-    eval_every: int = 1_000
-    """evaluate the policy every this many policy steps (0: only at the end), for learning curves"""
-    eval_episodes: int = 20
-    """episodes per evaluation during training (training classes of c)"""
-    eval_seed: int = 50_000
-    """seed of the evaluations during training (apart from the final evaluation seeds)"""
-    final_eval: Optional[str] = None
-    """after training, evaluate the saved policy (as evaluate.py does) and write its JSON here; `{split}` becomes train/heldout"""
-    final_eval_episodes: int = 100
-    """episodes per split of that final evaluation"""
     act_eps: float = 1e-6
     """actions are clipped to ±(1 - act_eps) before atanh in the actor's likelihood (policy.Actor)"""
-    tensorboard: bool = False
-    """also write TensorBoard event files of the logged rows and progress lines to <out_dir>/tb"""
-    threads: Optional[int] = None
-    """torch CPU threads (default: every core this process may use; runner.py passes cores // --jobs)"""
-    cuda: bool = False
-    """use CUDA when available"""
 
 
-# ---- data selection -------------------------------------------------------------------------------------------------
+# ILID's own value rules (check_args adds the shared ones); rates and decays within float32's range
+RULES = dict(d_steps=checks.COUNT, bc_steps=checks.COUNT, eta=checks.OPEN_UNIT, bar=checks.UNIT,
+             rollback=checks.COUNT, decay=checks.Real(0, 1, low_open=True), weight_init=checks.RATE,
+             epsilon=checks.DECAY, alpha=checks.RATE)
+
+
+# ---- networks and losses --------------------------------------------------------------------------------------------
+class Discriminator(nn.Module):
+    """D(s) = clip(σ(NN(s)), 0.1, 0.9), NN a ReLU MLP."""
+
+    def __init__(self, obs_dim: int, hidden: int = 256, n_hidden: int = 2):
+        super().__init__()
+        layers, d = [], obs_dim
+        for _ in range(n_hidden):
+            layers += [nn.Linear(d, hidden), nn.ReLU()]
+            d = hidden
+        self.net = nn.Sequential(*layers, nn.Linear(d, 1))
+
+    def forward(self, obs):
+        return torch.sigmoid(self.net(obs)).squeeze(-1).clamp(D_MIN, D_MAX)
+
+
+def pu_loss(d_e, d_s, eta: float, pu: bool = True):
+    """L_D = E_E[-log D] + (1/η) E_S[-log(1 - D)] + E_E[log(1 - D)] (official PU form); without PU
+    E_E[-log D] + E_S[-log(1 - D)]. d_e [B], d_s [B]: D on a batch of D_E and of D_S."""
+    if not pu:
+        return (-torch.log(d_e)).mean() + (-torch.log(1 - d_s)).mean()
+    return (-torch.log(d_e)).mean() + (-torch.log(1 - d_s)).mean() / eta + torch.log(1 - d_e).mean()
+
+
+def alpha_loss(log_alpha, log_pi_e, ref_log_lik, epsilon: float):
+    """L_α = α · sg(E_E[log π] + ε - ℓ_E), α = exp(log α): its gradient step raises α while the constraint
+    E_E[log π_E - log π] ≤ ε is violated. log_pi_e [B]: Σ_j log π(a_j | s) on the expert batch; ref_log_lik ℓ_E."""
+    return log_alpha.exp() * (log_pi_e.mean() + epsilon - ref_log_lik).detach()
+
+
+def policy_loss(log_pi_b, w_b, log_pi_e, alpha):
+    """E_B[-w Σ_j log π] + α E_E[-Σ_j log π] (weights and α detached); log π inputs [B] summed over action dims."""
+    return (-w_b.detach() * log_pi_b).mean() + alpha.detach() * (-log_pi_e).mean()
+
+
+# ---- data -----------------------------------------------------------------------------------------------------------
+def stage_steps(args: Args) -> Tuple[int, int]:
+    """(--d-steps, --bc-steps), each by default 0.4 × --total-steps (rounded down; refused when that is 0);
+    no BC steps with --no-auto-alpha."""
+    for name, given in (("--d-steps", args.d_steps), ("--bc-steps", args.bc_steps if args.auto_alpha else 1)):
+        if given is None and args.total_steps * 2 // 5 < 1:
+            raise ValueError(f"--total-steps {args.total_steps} leaves {name} 0.4 × {args.total_steps} = 0 steps: "
+                             f"give {name} or --total-steps >= 3")
+    d_steps = args.d_steps if args.d_steps is not None else args.total_steps * 2 // 5
+    bc_steps = args.bc_steps if args.bc_steps is not None else args.total_steps * 2 // 5
+    return d_steps, bc_steps if args.auto_alpha else 0
+
+
+def ilid_rows(data: dict, dataset: str):
+    """Row numbers of D_E (collected expert rows and counterfactual ones) and of D_S, and the augmented mask."""
+    _, augmented, supplementary = training_rows(data)
+    exp_rows, sup_rows = np.flatnonzero(data["expert"]), np.flatnonzero(supplementary)
+    if len(sup_rows) == 0:
+        raise ValueError(f"{dataset}: D_S is empty (every collected row is expert); ILID needs supplementary data")
+    return exp_rows, sup_rows, augmented
+
+
 def rollback_weights(good_next: np.ndarray, episode_ids: np.ndarray, ends: np.ndarray, rollback: int, decay: float,
                      weight_init: float = 1.0) -> np.ndarray:
     """ILID's selection with rollback. `good_next` [..., N]: D(s′) ≥ b for each row's own s′; `episode_ids` [N] and
@@ -166,38 +196,19 @@ def rollback_weights(good_next: np.ndarray, episode_ids: np.ndarray, ends: np.nd
     return w
 
 
-# ---- networks and losses --------------------------------------------------------------------------------------------
-class Discriminator(nn.Module):
-    """D(s) = clip(σ(NN(s)), 0.1, 0.9), NN a ReLU MLP."""
-
-    def __init__(self, obs_dim: int, hidden: int = 256, n_hidden: int = 2):
-        super().__init__()
-        layers, d = [], obs_dim
-        for _ in range(n_hidden):
-            layers += [nn.Linear(d, hidden), nn.ReLU()]
-            d = hidden
-        self.net = nn.Sequential(*layers, nn.Linear(d, 1))
-
-    def forward(self, obs):
-        return torch.sigmoid(self.net(obs)).squeeze(-1).clamp(D_MIN, D_MAX)
+def row_weights(w_all: np.ndarray, exp_rows: np.ndarray, sup_rows: np.ndarray) -> np.ndarray:
+    """Every row's weight in the policy's first batch [..., N]: D_S rows their selection weight (0: dropped), D_E
+    rows (and counterfactual rows) 1, no selection."""
+    row_w = np.zeros(w_all.shape, np.float32)
+    row_w[..., sup_rows] = w_all[..., sup_rows]
+    row_w[..., exp_rows] = 1.0
+    return row_w
 
 
-def pu_loss(d_e, d_s, eta: float, pu: bool = True):
-    """E_E[-log D] + (1/η) E_S[-log(1 - D)] + E_E[log(1 - D)] (official PU form); without PU E_E[-log D] + E_S[-log(1 - D)]."""
-    if not pu:
-        return (-torch.log(d_e)).mean(-1) + (-torch.log(1 - d_s)).mean(-1)
-    return (-torch.log(d_e)).mean(-1) + (-torch.log(1 - d_s)).mean(-1) / eta + torch.log(1 - d_e).mean(-1)
-
-
-def alpha_loss(log_alpha, log_pi_e, ref_log_lik, epsilon: float):
-    """L_α = α · sg(E_E[log π] + ε - ℓ_E), α = exp(log α): its gradient step raises α while the constraint
-    E_E[log π_E - log π] ≤ ε is violated. log_pi_e [..., B]: Σ_j log π(a_j | s) on the expert batch; ref_log_lik ℓ_E."""
-    return log_alpha.exp() * (log_pi_e.mean(-1) + epsilon - ref_log_lik).detach()
-
-
-def policy_loss(log_pi_b, w_b, log_pi_e, alpha):
-    """E_B[-w Σ_j log π] + α E_E[-Σ_j log π] (weights and α detached); log π inputs summed over action dims."""
-    return (-w_b.detach() * log_pi_b).mean(-1) + alpha.detach() * (-log_pi_e).mean(-1)
+@torch.no_grad()
+def chunked(fn, rows: np.ndarray, device) -> torch.Tensor:
+    """fn(row numbers) over `rows` in chunks of CHUNK, concatenated on the last dim (no grad)."""
+    return torch.cat([fn(i) for i in torch.as_tensor(rows, device=device).split(CHUNK)], -1)
 
 
 def flush_denormals(fn):
@@ -217,186 +228,121 @@ def flush_denormals(fn):
 @contract.all_or_nothing  # a failed run writes nothing; SIGTERM cleans up as SIGINT does
 @flush_denormals
 def main(args: Args) -> dict:
-    checks.trainer(args, d_steps=checks.COUNT, bc_steps=checks.COUNT, eta=checks.OPEN_UNIT, bar=checks.UNIT,
-                   rollback=checks.COUNT, decay=checks.Real(0, 1, low_open=True), weight_init=checks.RATE,
-                   epsilon=checks.DECAY, alpha=checks.RATE)  # the rates and decays: float32's range
-    for name, given in (("--d-steps", args.d_steps), ("--bc-steps", args.bc_steps if args.auto_alpha else 1)):
-        if given is None and args.total_steps * 2 // 5 < 1:
-            raise ValueError(f"--total-steps {args.total_steps} leaves {name} 0.4 × {args.total_steps} = 0 steps: "
-                             f"give {name} or --total-steps >= 3")
-    runs = replica_args(args)  # one Args per seed, as `--seed k` alone would have them
-    data = envs.load_dataset(args.dataset)
+    check_args(args, **RULES)
+    d_steps, bc_steps = stage_steps(args)
+    data, meta, spec = load(args.dataset)
     contract.require_expert(data, args.dataset)
-    meta = data["metadata"]
-    spec = envs.env_spec(meta)
-    contract.check_paths({"--dataset": args.dataset}, folders={"--out-dir": [a.out_dir for a in runs]},
-                         files={"--final-eval": [p for a in runs for p in final_eval_paths(a.final_eval, spec)]})
-    aug = data["augmented"] if "augmented" in data else np.zeros(len(data["rewards"]), bool)
+    check_outputs(args, spec)
+    exp_rows, sup_rows, aug = ilid_rows(data, args.dataset)
     method = args.method or ("ilid_ca" if aug.any() else "ilid")
-    exp_rows = np.flatnonzero(data["expert"])  # collected D_E and the counterfactual rows
-    sup_rows = np.flatnonzero(~data["expert"] & ~aug)
-    if len(sup_rows) == 0:
-        raise ValueError(f"{args.dataset}: D_S is empty (every collected row is expert); ILID needs supplementary data")
-    torch.set_num_threads(cpu_threads(args.threads))
-    device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
-
+    device = setup(args)
     norm = Normalizer(data["observations"], meta["action_low"], meta["action_high"])  # D_E ∪ D_S, as the official code
     obs = torch.as_tensor(norm.obs(data["observations"]), device=device)
     next_obs = torch.as_tensor(norm.obs(data["next_observations"]), device=device)
     act = torch.as_tensor(norm.act(data["actions"]), device=device)
-    obs_dim, act_dim, N, B, R = meta["obs_dim"], meta["act_dim"], len(obs), args.batch_size, len(runs)
-    print(f"{method}: D_E {len(exp_rows)} rows ({aug.sum()} augmented), D_S {len(sup_rows)} rows ({args.dataset})"
-          + (f", seeds {[a.seed for a in runs]} side by side" if R > 1 else ""))
+    obs_dim, act_dim, N, B = meta["obs_dim"], meta["act_dim"], len(obs), args.batch_size
+    print(f"{method}: D_E {len(exp_rows)} rows ({aug.sum()} augmented), D_S {len(sup_rows)} rows ({args.dataset})")
 
-    # One seed trains plain networks on [B, …] batches; several seeds (--seeds) train R replicas side by side, every
-    # network stacked (policy.build_replicas) on [R, B, …] batches and every loss one value per replica [R]. Replica k
-    # draws from numpy's default_rng(k) (its device generator on a GPU) and builds its networks from torch's generator
-    # as seeded by k, so it follows the run with --seed k alone.
-    rngs = [np.random.default_rng(a.seed) for a in runs]
-    gens = [minibatch_generator(a.seed, device) for a in runs]
-    streams = TorchStreams([a.seed for a in runs])
-
-    def per_replica(draw):
-        """draw(k) for every replica: [B] for one seed, stacked [R, B] for several."""
-        return draw(0) if R == 1 else torch.stack([draw(k) for k in range(R)])
-
-    def pick(k: int, rows):
-        """B rows of `rows` (a numpy array, or its tensor on a GPU) for replica k."""
-        if gens[k] is None:
-            return torch.as_tensor(rngs[k].choice(rows, B), device=device)
-        return rows[torch.randint(len(rows), (B,), generator=gens[k], device=device)]
-
-    def on_device(rows):
-        """A pool of rows as pick() reads it: numpy on the CPU, a tensor where the device generator draws."""
-        return rows if gens[0] is None else torch.as_tensor(rows, device=device)
-
-    def all_replicas(x):
-        return x if R == 1 else x.expand(R, -1, -1)
-
-    def chunked(fn, rows):
-        """fn over rows in chunks (no grad): [len(rows)], or [R, len(rows)]."""
-        with torch.no_grad():
-            return torch.cat([fn(i) for i in torch.as_tensor(rows, device=device).split(8192)], -1)
-
-    exp_dev, sup_dev = on_device(exp_rows), on_device(sup_rows)
-    folders = [contract.RunFolder(a.out_dir) for a in runs]  # fresh --out-dirs for the logs; results staged beside
+    torch.manual_seed(args.seed)  # every network below, and the layers each in-training evaluation builds
+    rng = np.random.default_rng(args.seed)  # every minibatch, stage 1, 3 then 4
+    trace = {"d_loss": [], "bc_loss": [], "policy_loss": [], "alpha_loss": []}
     t0 = time.time()
 
     # stage 1: the state discriminator, PU loss
-    disc, _ = build_replicas(lambda: Discriminator(obs_dim, args.hidden, args.n_hidden), streams, device)
+    disc = Discriminator(obs_dim, args.hidden, args.n_hidden).to(device)
     d_opt = torch.optim.Adam(disc.parameters(), lr=args.d_lr, weight_decay=args.d_weight_decay)
-    d_steps = args.d_steps if args.d_steps is not None else args.total_steps * 2 // 5
-    prog = Progress(f"{method} discriminator" + (f" x{R}" if R > 1 else ""), d_steps)  # lines only
+    prog = Progress(f"{method} discriminator", d_steps)  # lines only
     for step in range(1, d_steps + 1):
-        ie, i_s = per_replica(lambda k: torch.cat([pick(k, exp_dev), pick(k, sup_dev)])).split(B, -1)
-        d_loss = pu_loss(disc(obs[ie]), disc(obs[i_s]), args.eta, args.pu)
+        ie = torch.as_tensor(rng.choice(exp_rows, B), device=device)  # B rows of D_E
+        i_s = torch.as_tensor(rng.choice(sup_rows, B), device=device)  # B rows of D_S
+        d_loss = pu_loss(disc(obs[ie]), disc(obs[i_s]), args.eta, args.pu)  # L_D
         d_opt.zero_grad()
-        d_loss.sum().backward()  # several seeds: replica k's slice of the gradient is ∂loss_k alone
+        d_loss.backward()
         d_opt.step()
-        prog.update(step, lambda: {"loss": d_loss.mean().item()})
+        if step <= args.loss_trace:
+            trace["d_loss"].append(d_loss.item())
+        prog.update(step, lambda: {"loss": d_loss.item()})  # the loss is read only when a line is due
 
-    # stage 2: selection with rollback, from D(s′) of every row ([N], or [R, N] for several seeds)
-    d_next = chunked(lambda i: disc(all_replicas(next_obs[i])), np.arange(N))
-    d_state = chunked(lambda i: disc(all_replicas(obs[i])), np.arange(N))
+    # stage 2: selection with rollback, from D(s′) of every row
+    d_next = chunked(lambda i: disc(next_obs[i]), np.arange(N), device)
+    d_state = chunked(lambda i: disc(obs[i]), np.arange(N), device).cpu().numpy()
     ends = data["terminals"] | data["timeouts"]
     w_all = rollback_weights((d_next >= args.bar).cpu().numpy(), data["episode_ids"], ends, args.rollback,
-                             args.decay, args.weight_init).reshape(R, N)
-    row_w = np.zeros((R, N), np.float32)
-    row_w[:, sup_rows] = w_all[:, sup_rows]  # D_S rows: their selection weight (0: dropped)
-    row_w[:, exp_rows] = 1.0  # D_E rows (and counterfactual rows): weight 1, no selection
-    pools = [np.flatnonzero(row_w[k] > 0) for k in range(R)]  # the policy's first batch: selected D_S ∪ D_E
-    pools_dev = [on_device(p) for p in pools]
-    row_w_dev = torch.as_tensor(row_w if R > 1 else row_w[0], device=device)
-    selected = [int((row_w[k, sup_rows] > 0).sum()) for k in range(R)]
-    d_state = d_state.reshape(R, N).cpu().numpy()
-    d_e, d_s = d_state[:, exp_rows].mean(-1), d_state[:, sup_rows].mean(-1)  # mean D on D_E and on D_S, per replica
-    for k, a in enumerate(runs):
-        checks.finite_losses({"d_loss": values(d_loss)[k], "d_expert": float(d_e[k]), "d_supplementary": float(d_s[k])},
-                             d_steps, f"{method} discriminator" + (f" (seed {a.seed})" if R > 1 else ""))
-    print(f"[{method}] discriminator: {d_steps} steps, loss {d_loss.mean().item():.3f}, mean D on D_E {d_e.mean():.2f}, "
-          f"on D_S {d_s.mean():.2f}; selected {np.mean(selected):.0f} of {len(sup_rows)} D_S rows (mean weight "
-          f"{np.mean([row_w[k, sup_rows][row_w[k, sup_rows] > 0].mean() if selected[k] else 0 for k in range(R)]):.2f})"
-          f"  ({time.time() - t0:.0f} s)", flush=True)
+                             args.decay, args.weight_init)  # w_t = w₀ ρ^j, or 0
+    row_w = row_weights(w_all, exp_rows, sup_rows)
+    pool = np.flatnonzero(row_w > 0)  # the policy's first batch: selected D_S ∪ D_E
+    row_w_dev = torch.as_tensor(row_w, device=device)
+    selected = int((row_w[sup_rows] > 0).sum())
+    d_e, d_s = d_state[exp_rows].mean(), d_state[sup_rows].mean()  # mean D on D_E and on D_S
+    checks.finite_losses({"d_loss": d_loss.item(), "d_expert": float(d_e), "d_supplementary": float(d_s)}, d_steps,
+                         f"{method} discriminator")
+    mean_w = row_w[sup_rows][row_w[sup_rows] > 0].mean() if selected else 0
+    print(f"[{method}] discriminator: {d_steps} steps, loss {d_loss.item():.3f}, mean D on D_E {d_e:.2f}, on D_S "
+          f"{d_s:.2f}; selected {selected} of {len(sup_rows)} D_S rows (mean weight {mean_w:.2f})  "
+          f"({time.time() - t0:.0f} s)", flush=True)
 
     # stage 3: the reference policy π_E, BC on D_E; the policy starts as its copy
-    make_actor = lambda: Actor(obs_dim, act_dim, args.hidden, args.n_hidden, args.act_eps)  # noqa: E731
-    actor, actors = build_replicas(make_actor, streams, device)
-    bc_steps = 0
-    ref_log_lik = torch.zeros(R if R > 1 else (), device=device)
-    bc_l = torch.zeros(R if R > 1 else (), device=device)
+    actor = Actor(obs_dim, act_dim, args.hidden, args.n_hidden, args.act_eps).to(device)
+    zero = torch.zeros((), device=device)
+    ref_log_lik = bc_l = zero  # no π_E with --no-auto-alpha
     if args.auto_alpha:
-        ref, _ = build_replicas(make_actor, streams, device)
-        ref_opt = torch.optim.Adam(ref.parameters(), lr=args.actor_lr, weight_decay=args.weight_decay)
-        bc_steps = args.bc_steps if args.bc_steps is not None else args.total_steps * 2 // 5
-        prog = Progress(f"{method} reference BC" + (f" x{R}" if R > 1 else ""), bc_steps)  # lines only
+        ref_actor = Actor(obs_dim, act_dim, args.hidden, args.n_hidden, args.act_eps).to(device)
+        ref_opt = torch.optim.Adam(ref_actor.parameters(), lr=args.actor_lr, weight_decay=args.weight_decay)
+        prog = Progress(f"{method} reference BC", bc_steps)  # lines only
         for step in range(1, bc_steps + 1):
-            ie = per_replica(lambda k: pick(k, exp_dev))
-            bc_l = -ref.log_prob(obs[ie], act[ie]).sum(-1).mean(-1)
+            ie = torch.as_tensor(rng.choice(exp_rows, B), device=device)
+            bc_l = bc_loss(ref_actor, obs[ie], act[ie])  # E_E[-Σ_j log π_E(a_j | s)]
             ref_opt.zero_grad()
-            bc_l.sum().backward()
+            bc_l.backward()
             ref_opt.step()
-            prog.update(step, lambda: {"loss": bc_l.mean().item()})
+            if step <= args.loss_trace:
+                trace["bc_loss"].append(bc_l.item())
+            prog.update(step, lambda: {"loss": bc_l.item()})
         # ℓ_E = E_{D_E}[Σ_j log π_E(a_j | s)], once
-        ref_log_lik = chunked(lambda i: ref.log_prob(all_replicas(obs[i]), all_replicas(act[i])).sum(-1), exp_rows).mean(-1)
+        ref_log_lik = chunked(lambda i: ref_actor.log_prob(obs[i], act[i]).sum(-1), exp_rows, device).mean()
         if args.bc_init:
-            actor.load_state_dict(ref.state_dict())
-        for k, a in enumerate(runs):
-            checks.finite_losses({"bc_loss": values(bc_l)[k], "ref_log_lik": values(ref_log_lik)[k]}, bc_steps,
-                                 f"{method} reference BC" + (f" (seed {a.seed})" if R > 1 else ""))
-        print(f"[{method}] reference BC: {bc_steps} steps, loss {bc_l.mean().item():.3f}, mean log π_E on D_E "
-              f"{ref_log_lik.mean().item():.3f}  ({time.time() - t0:.0f} s)", flush=True)
+            actor.load_state_dict(ref_actor.state_dict())
+        checks.finite_losses({"bc_loss": bc_l.item(), "ref_log_lik": ref_log_lik.item()}, bc_steps,
+                             f"{method} reference BC")
+        print(f"[{method}] reference BC: {bc_steps} steps, loss {bc_l.item():.3f}, mean log π_E on D_E "
+              f"{ref_log_lik.item():.3f}  ({time.time() - t0:.0f} s)", flush=True)
 
     # stage 4: the policy, weighted BC on selected D_S ∪ D_E plus α × BC on D_E
-    log_alpha = nn.Parameter(torch.full((R,) if R > 1 else (), math.log(args.alpha), device=device))
+    log_alpha = nn.Parameter(torch.full((), math.log(args.alpha), device=device))
     actor_opt = torch.optim.Adam(actor.parameters(), lr=args.actor_lr, weight_decay=args.weight_decay)
     alpha_opt = torch.optim.Adam([log_alpha], lr=args.alpha_lr)
-    progs = [Progress(method, args.total_steps, out_dir=a.out_dir, tensorboard=args.tensorboard) for a in runs]
-    line = progs[0] if R == 1 else Progress(f"{method} x{R}", args.total_steps)  # several seeds: means over replicas
-    logs = [[] for _ in runs]
+    run = start(args, method, args.total_steps)
     for step in range(1, args.total_steps + 1):
-        ib, ie = per_replica(lambda k: torch.cat([pick(k, pools_dev[k]), pick(k, exp_dev)])).split(B, -1)
-        w_b = row_w_dev[ib] if R == 1 else row_w_dev.gather(1, ib)
-        log_pi = actor.log_prob(obs[torch.cat([ib, ie], -1)], act[torch.cat([ib, ie], -1)]).sum(-1)
-        log_pi_b, log_pi_e = log_pi.split(B, -1)
+        ib = torch.as_tensor(rng.choice(pool, B), device=device)  # B rows of the selected D_S ∪ D_E
+        ie = torch.as_tensor(rng.choice(exp_rows, B), device=device)  # B rows of D_E
+        both = torch.cat([ib, ie])
+        log_pi_b, log_pi_e = actor.log_prob(obs[both], act[both]).sum(-1).split(B)  # Σ_j log π(a_j | s)
         alpha = log_alpha.exp()
-        p_loss = policy_loss(log_pi_b, w_b, log_pi_e, alpha)  # with α before this step's update, as the official code
-        a_loss = alpha_loss(log_alpha, log_pi_e, ref_log_lik, args.epsilon) if args.auto_alpha else None
+        p_loss = policy_loss(log_pi_b, row_w_dev[ib], log_pi_e, alpha)  # L_π, with α before this step's update
+        a_loss = alpha_loss(log_alpha, log_pi_e, ref_log_lik, args.epsilon) if args.auto_alpha else zero  # L_α
         actor_opt.zero_grad()
         alpha_opt.zero_grad()
-        (p_loss.sum() + (a_loss.sum() if a_loss is not None else 0)).backward()  # disjoint parameters
+        (p_loss + a_loss).backward()  # disjoint parameters: π learns from L_π, log α from L_α
         actor_opt.step()
-        if a_loss is not None:
+        if args.auto_alpha:
             alpha_opt.step()
-        if (args.eval_every and step % args.eval_every == 0) or step == args.total_steps:
-            rets = []
-            for k in range(R):
-                with streams.use(k):  # an evaluation builds layers from torch's generator, as the single run's does
-                    policy_k = actor if R == 1 else load_replica(actors[k], actor, k)
-                    rets.append(in_training_eval(policy_k, norm, spec, args.eval_episodes, args.eval_seed))
-            cols = {"d_loss": values(d_loss), "d_expert": d_e.tolist(), "d_supplementary": d_s.tolist(),
-                    "selected": [float(s) for s in selected], "bc_loss": values(bc_l), "ref_log_lik": values(ref_log_lik),
-                    "policy_loss": values(p_loss), "alpha": values(alpha),
-                    "log_lik_gap": values(ref_log_lik - log_pi_e.mean(-1)), "eval_return": rets}
-            log_replicas(logs, progs, runs, step, cols, method)  # stops at a non-finite value
-            line.update(step, {name: float(np.mean(col)) for name, col in cols.items()}, force=True)
-        else:
-            line.update(step, lambda: {"policy_loss": p_loss.mean().item(), "alpha": alpha.mean().item()})
-    for prog in {id(p): p for p in progs + [line]}.values():
-        prog.close()
 
-    for k, a in enumerate(runs):
-        contract.save_policy(os.path.join(folders[k].staging, "policy.pt"), artifact(
-            (actor if R == 1 else load_replica(actors[k], actor, k)).cpu(), norm, method=method, seed=a.seed, env=spec,
-            dataset_fingerprint=contract.fingerprint(data), dataset=a.dataset, train_args=asdict(a)))
-        contract.save_json(os.path.join(folders[k].staging, "args.json"), asdict(a))
-        folders[k].commit()  # policy.pt and args.json appear in --out-dir together, beside the run's progress.csv
-        if a.final_eval:
-            final_eval(os.path.join(a.out_dir, "policy.pt"), spec, a.final_eval_episodes, a.final_eval)
-    # every row's weight in the policy's first batch (D_E 1, D_S its selection weight), for diagnostics
-    results = [{"seed": a.seed, "log": logs[k], "row_weights": row_w[k], "selected": selected[k]}
-               for k, a in enumerate(runs)]
-    return {"method": method, **results[0]} if R == 1 else {"method": method, "runs": results}
+        if step <= args.loss_trace:
+            trace["policy_loss"].append(p_loss.item())
+            trace["alpha_loss"].append(a_loss.item())
+        if is_eval_step(args, step, args.total_steps):
+            ret = in_training_eval(actor, norm, spec, args.eval_episodes, args.eval_seed)
+            run.log(step, {"d_loss": d_loss.item(), "d_expert": float(d_e), "d_supplementary": float(d_s),
+                           "selected": float(selected), "bc_loss": bc_l.item(), "ref_log_lik": ref_log_lik.item(),
+                           "policy_loss": p_loss.item(), "alpha": alpha.item(),
+                           "log_lik_gap": (ref_log_lik - log_pi_e.mean()).item(), "eval_return": ret})
+        else:
+            run.tick(step, lambda: {"policy_loss": p_loss.item(), "alpha": alpha.item()})
+    finish(run, args, spec, artifact(actor.cpu(), norm, **run_facts(args, data, method)))
+    # row_weights: every row's weight in the policy's first batch (D_E 1, D_S its selection weight), for diagnostics
+    return {"method": method, "seed": args.seed, "log": run.log_rows, "row_weights": row_w, "selected": selected,
+            "loss_trace": trace}
 
 
 if __name__ == "__main__":
-    cli.run(main, Args)
+    run_cli(main, Args)

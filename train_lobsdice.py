@@ -13,56 +13,44 @@ Per step, with a batch of expert (s_E, s'_E), a batch (s, a, s') of D_all and a 
     omits -log B, a constant, as the official code does);
   * policy: w = exp((A - max A) / (1 + α)), w ← w / mean(w), L_π = -E_U[sg(w) · log π(a | s)].
 All three networks step every iteration from the same batch. Networks 2×256 ReLU, he-normal initialisation,
-cost and ν without a last-layer bias; the policy is the tanh-Gaussian actor of policy.py. Observations are
+cost and ν without a last-layer bias; the policy is the tanh-Gaussian actor of oilca/policy.py. Observations are
 standardised with D_U's mean/std (+1e-3) (the official "imperfect" data); initial states are each episode's first row.
-On an augmented dataset the counterfactual rows join the expert (s, s') side and the union (method `lobsdice_ca`).
+On an augmented dataset the counterfactual rows join the expert (s, s') side and the union (method `lobsdice_ca`,
+else `lobsdice`, unless --method says otherwise).
 
 Input: a dataset `.npz` (docs/contract.md): observations, next_observations, actions (union only), expert, episode_ids.
 Output (in --out-dir): policy.pt (policy artifact, docs/contract.md), progress.csv (losses, cost on both sides,
 weight spread, eval return; a row per evaluation, written as it goes), args.json, and with --tensorboard the event
 files in tb/. Progress: a line at most every ~10 s (step, steps/s, ETA, last losses), besides every evaluation's.
+A run whose loss turns NaN or inf stops and writes nothing.
 
-Seeds side by side: `--seeds 0 1 2 3 4` trains one independent replica per seed in this process, the cost, ν and
-the actor each stacked into one batched network (policy.build_replicas), every loss one value per replica. Replica
-k is initialised as `--seed k` alone is, draws its rows from default_rng(k) and its mixing noise from its own
-stream of torch's generator (policy.TorchStreams), and has its own slice of the Adam moments, so it follows the
-single run up to float rounding; it writes that run's files to `--out-dir` and `--final-eval` with `{seed}`
-replaced by k. One seed (the default) runs the same loop on plain networks.
+Random draws, in order: the cost, ν and the actor are built after torch.manual_seed(seed); each step draws its rows
+from numpy's default_rng(seed), then its mixing noise (λ, the shuffle, λ2) from torch's global generator; an
+in-training evaluation builds layers from torch's generator too, which shifts every later noise draw.
+
+Several seeds at once, sampling on the GPU and CUDA graphs: fast/train_lobsdice.py (same networks and losses, imported).
 """
 
-import os
-from dataclasses import asdict, dataclass
-from typing import Optional, Tuple
+from dataclasses import dataclass
+from typing import Optional
 
 import numpy as np
 import torch
 import torch.nn as nn
 
-from oilca import checks
-from oilca import cli
 from oilca import contract
-import envs
-from oilca.policy import (Actor, Normalizer, TorchStreams, artifact, build_replicas, cpu_threads, final_eval,
-                    final_eval_paths, in_training_eval, load_replica, log_replicas, minibatch_generator, replica_args,
-                    replica_values as values)
-from oilca.progress import Progress
+from oilca.trainer import (Actor, Normalizer, TrainerArgs, artifact, check_args, check_outputs, checks, finish,
+                           in_training_eval, is_eval_step, load, run_cli, run_facts, setup, start, training_rows)
 
 EPS2 = 1e-3  # inside the cost's log, as in the official code
+RULES = dict(alpha=checks.NON_NEGATIVE, gamma=checks.Real(0, 1, high_open=True), cost_gp=checks.NON_NEGATIVE,
+             nu_gp=checks.NON_NEGATIVE)  # the value rules of this method's flags (besides every trainer's)
 
 
 @dataclass
-class Args:
-    dataset: str = "data/toy.npz"
-    """input dataset"""
+class Args(TrainerArgs):
     out_dir: str = "runs/lobsdice"
     """folder for policy.pt, progress.csv and args.json"""
-    method: Optional[str] = None
-    """label stored in the policy (default: lobsdice_ca on an augmented dataset, else lobsdice)"""
-    seed: int = 0
-    """seed of the initialisation and minibatches"""
-    seeds: Optional[Tuple[int, ...]] = None
-    """train one replica per seed side by side in this process (e.g. `--seeds 0 1 2 3 4`); --out-dir and
-    --final-eval then need `{seed}`, which becomes each replica's seed"""
     total_steps: int = 5_000
     """gradient steps (each updates the cost, ν and the policy)"""
     batch_size: int = 256
@@ -85,26 +73,11 @@ class Args:
     """hidden width of every network"""
     n_hidden: int = 2
     """hidden layers of every network"""
-    eval_every: int = 1_000
-    """evaluate the policy every this many steps (0: only at the end), for learning curves"""
-    eval_episodes: int = 20
-    """episodes per evaluation during training (training classes of c)"""
-    eval_seed: int = 50_000
-    """seed of the evaluations during training (apart from the final evaluation seeds)"""
-    final_eval: Optional[str] = None
-    """after training, evaluate the saved policy (as evaluate.py does) and write its JSON here; `{split}` becomes train/heldout"""
-    final_eval_episodes: int = 100
-    """episodes per split of that final evaluation"""
     act_eps: float = 1e-6
-    """actions are clipped to ±(1 - act_eps) before atanh in the actor's likelihood (policy.Actor)"""
-    tensorboard: bool = False
-    """also write TensorBoard event files of the logged rows and progress lines to <out_dir>/tb"""
-    threads: Optional[int] = None
-    """torch CPU threads (default: every core this process may use; runner.py passes cores // --jobs)"""
-    cuda: bool = False
-    """use CUDA when available"""
+    """actions are clipped to ±(1 - act_eps) before atanh in the actor's likelihood (oilca/policy.py Actor)"""
 
 
+# -- networks ----------------------------------------------------------------------------------------------------------
 def critic(d_in: int, hidden: int, n_hidden: int) -> nn.Sequential:
     """utils.Critic of the official code: ReLU MLP, he-normal weights, zero biases, no bias on the last layer."""
     layers = []
@@ -120,6 +93,7 @@ def critic(d_in: int, hidden: int, n_hidden: int) -> nn.Sequential:
     return nn.Sequential(*layers)
 
 
+# -- losses (plain tensors of one batch) -------------------------------------------------------------------------------
 def cost_of_logit(c):
     """r = log(1 / (σ(c) + 1e-3) - 1 + 1e-3) ≈ -c: low where the transition looks like the expert's."""
     return torch.log(1 / (torch.sigmoid(c) + EPS2) - 1 + EPS2)
@@ -127,17 +101,26 @@ def cost_of_logit(c):
 
 def cost_loss(c_e, c_u):
     """GAN minimax discriminator loss, expert = 1, union = 0 (without the gradient penalty)."""
-    return nn.functional.softplus(-c_e).mean(-1) + nn.functional.softplus(c_u).mean(-1)
+    return nn.functional.softplus(-c_e).mean() + nn.functional.softplus(c_u).mean()
+
+
+def input_gradient(f, x):
+    """∇_x Σ f(x) at x (cut from x's own graph), kept differentiable (create_graph) so a penalty on it trains f."""
+    x = x.detach().requires_grad_(True)
+    grad, = torch.autograd.grad(f(x).sum(), x, create_graph=True)
+    return grad
+
+
+def norm_penalty(grad, target_norm: Optional[float]):
+    """E[(‖g‖ - target)²] of per-row gradients g [N, dim], or E[‖g‖²] when target_norm is None."""
+    norm = (grad + 1e-7).norm(dim=-1)  # + float32 eps as the official code
+    return ((norm - target_norm) ** 2).mean() if target_norm is not None else (norm ** 2).mean()
 
 
 def gradient_penalty(net, x, target_norm: Optional[float], transform=None):
     """E[(‖∇_x f(x)‖ - target)²], or E[‖∇_x f(x)‖²] when target_norm is None (f = transform(net(x)))."""
-    x = x.detach().requires_grad_(True)
-    y = net(x)
-    y = transform(y) if transform is not None else y
-    grad, = torch.autograd.grad(y.sum(), x, create_graph=True)
-    norm = (grad + 1e-7).norm(dim=-1)  # + float32 eps as the official code
-    return ((norm - target_norm) ** 2).mean(-1) if target_norm is not None else (norm ** 2).mean(-1)
+    f = net if transform is None else (lambda z: transform(net(z)))
+    return norm_penalty(input_gradient(f, x), target_norm)
 
 
 def advantage(r_u, nu_s, nu_next, gamma: float):
@@ -147,135 +130,116 @@ def advantage(r_u, nu_s, nu_next, gamma: float):
 
 def nu_loss(nu_init, adv, gamma: float, alpha: float):
     """Closed-form LobsDICE objective (1 - γ) E[ν(s_0)] + (1 + α) logsumexp(A / (1 + α)) (no gradient penalty)."""
-    return (1 - gamma) * nu_init.mean(-1) + (1 + alpha) * torch.logsumexp(adv / (1 + alpha), -1)
+    return (1 - gamma) * nu_init.mean() + (1 + alpha) * torch.logsumexp(adv / (1 + alpha), -1)
 
 
 def policy_weights(adv, alpha: float):
     """w = exp((A - max A) / (1 + α)), normalised to mean 1, detached."""
-    w = torch.exp((adv - adv.max(-1, keepdim=True).values) / (1 + alpha)).detach()
-    return w / w.mean(-1, keepdim=True)
+    w = torch.exp((adv - adv.max()) / (1 + alpha)).detach()
+    return w / w.mean()
+
+
+def policy_loss(w, log_pi):
+    """Weighted BC on the union: -E[w · Σ_j log π_j(a_j | s)] of per-dimension log-likelihoods [B, act_dim]."""
+    return -(w * log_pi.sum(-1)).mean()
+
+
+def diagnostics(c_e, r_u, adv, w) -> dict:
+    """A step's logged statistics: the mean cost r on the expert and the union batch, the mean advantage, the
+    largest weight, and the effective sample size of the weights as a fraction of the batch, (Σw)² / Σw² / B."""
+    return {"cost_expert": cost_of_logit(c_e).mean(), "cost_union": r_u.mean(), "adv_mean": adv.mean(),
+            "weight_max": w.max(), "ess_frac": w.sum() ** 2 / (w ** 2).sum() / len(w)}
+
+
+# -- data --------------------------------------------------------------------------------------------------------------
+def lobsdice_rows(data: dict):
+    """Row numbers of (the expert (s, s') side: collected D_E and the counterfactual rows; the union D_U; the
+    initial states, each collected episode's first row), and the augmented mask."""
+    _, aug, unlabelled = training_rows(data)
+    exp_rows, unl_rows = np.flatnonzero(data["expert"]), np.flatnonzero(unlabelled)
+    ep = data["episode_ids"]
+    init_rows = np.flatnonzero(~aug & (np.r_[True, ep[1:] != ep[:-1]]))
+    return exp_rows, unl_rows, init_rows, aug
+
+
+def draw_rows(rng: np.random.Generator, exp_rows, init_rows, n: int, batch: int) -> np.ndarray:
+    """A step's rows [3 · batch]: expert, union (any of the n rows) and initial, in this order of draws."""
+    return np.concatenate([rng.choice(exp_rows, batch), rng.integers(0, n, batch), rng.choice(init_rows, batch)])
+
+
+def mixing_noise(batch: int):
+    """A step's noise from torch's global generator: mixing weights λ [B, 1], a shuffle [B], λ2 [B, 1]."""
+    return torch.rand(batch, 1), torch.randperm(batch), torch.rand(batch, 1)
 
 
 @contract.all_or_nothing  # a failed run writes nothing; SIGTERM cleans up as SIGINT does
 def main(args: Args) -> dict:
-    checks.trainer(args, alpha=checks.NON_NEGATIVE, gamma=checks.Real(0, 1, high_open=True), cost_gp=checks.NON_NEGATIVE,
-                   nu_gp=checks.NON_NEGATIVE)
-    runs = replica_args(args)  # one Args per seed, as `--seed k` alone would have them
-    data = envs.load_dataset(args.dataset)
+    check_args(args, **RULES)
+    data, meta, spec = load(args.dataset)
     contract.require_expert(data, args.dataset)
-    meta = data["metadata"]
-    spec = envs.env_spec(meta)
-    contract.check_paths({"--dataset": args.dataset}, folders={"--out-dir": [a.out_dir for a in runs]},
-                         files={"--final-eval": [p for a in runs for p in final_eval_paths(a.final_eval, spec)]})
-    aug = data["augmented"] if "augmented" in data else np.zeros(len(data["rewards"]), bool)
-    method = args.method or ("lobsdice_ca" if aug.any() else "lobsdice")
-    exp_rows = np.flatnonzero(data["expert"])  # collected D_E and the counterfactual rows: only (s, s') is used
-    unl_rows = np.flatnonzero(~data["expert"] & ~aug)
+    check_outputs(args, spec)
+    exp_rows, unl_rows, init_rows, aug = lobsdice_rows(data)
     if len(unl_rows) == 0:
         raise ValueError(f"{args.dataset}: D_U is empty (every collected row is expert)")
-    ep = data["episode_ids"]
-    init_rows = np.flatnonzero(~aug & (np.r_[True, ep[1:] != ep[:-1]]))  # first row of every episode
-    torch.set_num_threads(cpu_threads(args.threads))
-    device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
-
+    method = args.method or ("lobsdice_ca" if aug.any() else "lobsdice")
+    device = setup(args)
     norm = Normalizer(data["observations"][unl_rows], meta["action_low"], meta["action_high"])
     obs = torch.as_tensor(norm.obs(data["observations"]), device=device)
     next_obs = torch.as_tensor(norm.obs(data["next_observations"]), device=device)
     act = torch.as_tensor(norm.act(data["actions"]), device=device)
-    pools = {"expert": torch.as_tensor(exp_rows, device=device), "init": torch.as_tensor(init_rows, device=device)}
-    obs_dim, act_dim, N, B, R = meta["obs_dim"], meta["act_dim"], len(obs), args.batch_size, len(runs)
+    obs_dim, act_dim, N, B = meta["obs_dim"], meta["act_dim"], len(obs), args.batch_size
     print(f"{method}: expert (s, s') {len(exp_rows)} rows ({aug.sum()} augmented), union {N} rows, "
-          f"{len(init_rows)} initial states ({args.dataset})" + (f", seeds {[a.seed for a in runs]} side by side" if R > 1 else ""))
+          f"{len(init_rows)} initial states ({args.dataset})")
 
-    # One seed trains plain networks on [B, …] batches; several seeds (--seeds) train R replicas side by side, every
-    # network stacked (policy.build_replicas) on [R, B, …] batches and every loss one value per replica [R]. Replica k
-    # draws its rows from numpy's default_rng(k) and its mixing noise from torch's generator as seeded by k
-    # (policy.TorchStreams), or both from its device generator on a GPU, so it follows the run with --seed k alone.
-    rngs = [np.random.default_rng(a.seed) for a in runs]
-    gens = [minibatch_generator(a.seed, device) for a in runs]
-    streams = TorchStreams([a.seed for a in runs])
-
-    def draw(k: int):
-        """Replica k's rows (expert, union, initial) [3B] and noise: mixing weights λ, λ2 [B, 1] and a permutation [B]."""
-        gen = gens[k]
-        if gen is None:  # the CPU: numpy's rng for rows, torch's global stream of the replica for the noise
-            rows = [rngs[k].choice(exp_rows, B), rngs[k].integers(0, N, B), rngs[k].choice(init_rows, B)]
-            with streams.use(k):
-                lam, perm, lam2 = torch.rand(B, 1), torch.randperm(B), torch.rand(B, 1)
-            return torch.as_tensor(np.concatenate(rows), device=device), lam.to(device), perm.to(device), lam2.to(device)
-
-        def pick(pool):
-            return pools[pool][torch.randint(len(pools[pool]), (B,), generator=gen, device=device)]
-
-        rows = torch.cat([pick("expert"), torch.randint(0, N, (B,), generator=gen, device=device), pick("init")])
-        return (rows, torch.rand(B, 1, generator=gen, device=device), torch.randperm(B, generator=gen, device=device),
-                torch.rand(B, 1, generator=gen, device=device))
-
-    cost, _ = build_replicas(lambda: critic(2 * obs_dim, args.hidden, args.n_hidden), streams, device)
-    nu, _ = build_replicas(lambda: critic(obs_dim, args.hidden, args.n_hidden), streams, device)
-    actor, actors = build_replicas(lambda: Actor(obs_dim, act_dim, args.hidden, args.n_hidden, args.act_eps), streams, device)
+    torch.manual_seed(args.seed)
+    cost = critic(2 * obs_dim, args.hidden, args.n_hidden).to(device)  # c_ψ(s, s')
+    nu = critic(obs_dim, args.hidden, args.n_hidden).to(device)  # ν(s)
+    actor = Actor(obs_dim, act_dim, args.hidden, args.n_hidden, args.act_eps).to(device)
     cost_opt = torch.optim.Adam(cost.parameters(), lr=args.cost_lr)
     nu_opt = torch.optim.Adam(nu.parameters(), lr=args.nu_lr)
     actor_opt = torch.optim.Adam(actor.parameters(), lr=args.actor_lr)
+    rng = np.random.default_rng(args.seed)
 
-    logs = [[] for _ in runs]
-    folders = [contract.RunFolder(a.out_dir) for a in runs]  # fresh --out-dirs for the logs; results staged beside
-    progs = [Progress(method, args.total_steps, out_dir=a.out_dir, tensorboard=args.tensorboard) for a in runs]
-    line = progs[0] if R == 1 else Progress(f"{method} x{R}", args.total_steps)  # several seeds: means over replicas
+    run = start(args, method, args.total_steps)
+    trace = {"cost_loss": [], "nu_loss": [], "policy_loss": []}
     for step in range(1, args.total_steps + 1):
-        drawn = [draw(k) for k in range(R)]
-        rows, lam, perm, lam2 = drawn[0] if R == 1 else (torch.stack(x) for x in zip(*drawn))
-        ie, iu, i0 = rows.split(B, -1)
-        x_e = torch.cat([obs[ie], next_obs[ie]], -1)
-        x_u = torch.cat([obs[iu], next_obs[iu]], -1)
-        # cost: GAN loss + gradient penalty on r at interpolates
+        ie, iu, i0 = torch.as_tensor(draw_rows(rng, exp_rows, init_rows, N, B), device=device).split(B)
+        lam, perm, lam2 = (x.to(device) for x in mixing_noise(B))
+        x_e = torch.cat([obs[ie], next_obs[ie]], -1)  # expert (s, s')
+        x_u = torch.cat([obs[iu], next_obs[iu]], -1)  # union (s, s')
+        # cost: GAN loss + gradient penalty on r at interpolates (expert/union, shuffled union/union)   (L_c)
         c_e, c_u = cost(x_e).squeeze(-1), cost(x_u).squeeze(-1)
-        x_u_perm = torch.take_along_dim(x_u, perm.unsqueeze(-1), dim=-2)  # x_u[perm], per replica
-        x_mix = torch.cat([lam * x_e + (1 - lam) * x_u, lam * x_u_perm + (1 - lam) * x_u], -2)
+        x_mix = torch.cat([lam * x_e + (1 - lam) * x_u, lam * x_u[perm] + (1 - lam) * x_u])
         c_loss = cost_loss(c_e, c_u) + args.cost_gp * gradient_penalty(cost, x_mix, 1.0, cost_of_logit)
-        # ν: closed-form objective on the union batch
+        # ν: closed-form objective on the union batch, A = -sg(r) + γ ν(s') - ν(s)   (L_ν)
         r_u = cost_of_logit(c_u)
-        nu_all = nu(torch.cat([obs[i0], obs[iu], next_obs[iu]], -2)).squeeze(-1)
-        adv = advantage(r_u, nu_all[..., B:2 * B], nu_all[..., 2 * B:], args.gamma)
-        s_mix = torch.cat([obs[iu], lam2 * obs[ie] + (1 - lam2) * obs[iu], lam2 * next_obs[ie] + (1 - lam2) * next_obs[iu]], -2)
-        n_loss = nu_loss(nu_all[..., :B], adv, args.gamma, args.alpha) + args.nu_gp * gradient_penalty(nu, s_mix, None)
-        # policy: weighted BC on the union
+        nu_all = nu(torch.cat([obs[i0], obs[iu], next_obs[iu]])).squeeze(-1)  # ν(s_0), ν(s), ν(s')
+        adv = advantage(r_u, nu_all[B:2 * B], nu_all[2 * B:], args.gamma)
+        s_mix = torch.cat([obs[iu], lam2 * obs[ie] + (1 - lam2) * obs[iu],
+                           lam2 * next_obs[ie] + (1 - lam2) * next_obs[iu]])
+        n_loss = nu_loss(nu_all[:B], adv, args.gamma, args.alpha) + args.nu_gp * gradient_penalty(nu, s_mix, None)
+        # policy: weighted BC on the union, w ∝ exp(A / (1 + α))   (L_π)
         w = policy_weights(adv, args.alpha)
-        p_loss = -(w * actor.log_prob(obs[iu], act[iu]).sum(-1)).mean(-1)
+        p_loss = policy_loss(w, actor.log_prob(obs[iu], act[iu]))
         for opt in (cost_opt, nu_opt, actor_opt):
             opt.zero_grad()
-        (c_loss + n_loss + p_loss).sum().backward()  # the losses touch disjoint parameters (r is detached in A),
-        for opt in (cost_opt, nu_opt, actor_opt):    # and replica k's slice of each gradient is its own loss's
+        (c_loss + n_loss + p_loss).backward()  # the losses touch disjoint parameters (r is detached in A, w too)
+        for opt in (cost_opt, nu_opt, actor_opt):
             opt.step()
-        if (args.eval_every and step % args.eval_every == 0) or step == args.total_steps:
-            rets = []
-            for k in range(R):
-                with streams.use(k):  # an evaluation builds layers from torch's generator, as the single run's does
-                    policy_k = actor if R == 1 else load_replica(actors[k], actor, k)
-                    rets.append(in_training_eval(policy_k, norm, spec, args.eval_episodes, args.eval_seed))
-            cols = {"cost_loss": values(c_loss), "nu_loss": values(n_loss), "policy_loss": values(p_loss),
-                    "cost_expert": values(cost_of_logit(c_e).mean(-1)), "cost_union": values(r_u.mean(-1)),
-                    "adv_mean": values(adv.mean(-1)), "weight_max": values(w.max(-1).values),
-                    "ess_frac": values(w.sum(-1) ** 2 / (w ** 2).sum(-1) / B), "eval_return": rets}
-            log_replicas(logs, progs, runs, step, cols, method)  # stops at a non-finite value
-            line.update(step, {name: float(np.mean(col)) for name, col in cols.items()}, force=True)
-        else:
-            line.update(step, lambda: {"cost_loss": c_loss.mean().item(), "nu_loss": n_loss.mean().item(),
-                                       "policy_loss": p_loss.mean().item()})
-    for prog in {id(p): p for p in progs + [line]}.values():
-        prog.close()
 
-    for k, a in enumerate(runs):
-        contract.save_policy(os.path.join(folders[k].staging, "policy.pt"), artifact(
-            (actor if R == 1 else load_replica(actors[k], actor, k)).cpu(), norm, method=method, seed=a.seed, env=spec,
-            dataset_fingerprint=contract.fingerprint(data), dataset=a.dataset, train_args=asdict(a)))
-        contract.save_json(os.path.join(folders[k].staging, "args.json"), asdict(a))
-        folders[k].commit()  # policy.pt and args.json appear in --out-dir together, beside the run's progress.csv
-        if a.final_eval:
-            final_eval(os.path.join(a.out_dir, "policy.pt"), spec, a.final_eval_episodes, a.final_eval)
-    return {"method": method, "log": logs[0]} if R == 1 else {"method": method, "runs": [
-        {"seed": a.seed, "log": logs[k]} for k, a in enumerate(runs)]}
+        losses = {"cost_loss": c_loss, "nu_loss": n_loss, "policy_loss": p_loss}
+        if step <= args.loss_trace:
+            for name, x in losses.items():
+                trace[name].append(x.item())
+        if is_eval_step(args, step, args.total_steps):
+            ret = in_training_eval(actor, norm, spec, args.eval_episodes, args.eval_seed)
+            stats = {**losses, **diagnostics(c_e, r_u, adv, w)}
+            run.log(step, {**{name: x.item() for name, x in stats.items()}, "eval_return": ret})
+        else:
+            run.tick(step, lambda: {name: x.item() for name, x in losses.items()})
+    finish(run, args, spec, artifact(actor.cpu(), norm, **run_facts(args, data, method)))
+    return {"method": method, "log": run.log_rows, "loss_trace": trace}
 
 
 if __name__ == "__main__":
-    cli.run(main, Args)
+    run_cli(main, Args)

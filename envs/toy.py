@@ -31,10 +31,15 @@ Run `python toy_env.py` to print the class table and a rollout summary, `--plot-
 """
 
 import json
+import os
+import sys
 from dataclasses import asdict, dataclass, field, fields
 from typing import Callable, Optional, Sequence, Tuple
 
-import numpy as np
+if __name__ == "__main__" and not __package__:  # `python envs/toy.py`: import from the repo root, as `-m envs.toy` does
+    sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+import numpy as np  # noqa: E402
 
 DIM = 2  # state, action and exogenous variable are all 2-D in the paper's toy
 

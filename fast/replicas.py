@@ -161,6 +161,11 @@ def replica_args(args, base_cls) -> List:
                         "dataset": sub(args.dataset, k)}) for k in seeds]
 
 
+def samples_on_device(device: torch.device) -> bool:
+    """Whether minibatch indices are drawn on the device (a GPU) rather than by numpy (the CPU, as the reference)."""
+    return device.type == "cuda"
+
+
 def minibatch_generator(seed: int, device: torch.device) -> Optional[torch.Generator]:
     """On a GPU, a replica's own generator for minibatch indices, seeded by its seed, so indices are drawn on the
     device (no host round trip); on the CPU None: numpy's default_rng(seed) draws them, as the reference does."""

@@ -21,7 +21,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 
 import train_bc as ref  # noqa: E402
 from fast.replicas import (FastArgs, GraphedStep, IndexChunks, load_replica, minibatch_generator,  # noqa: E402
-                           per_replica, replica_args, stack_replicas)
+                           per_replica, replica_args, samples_on_device, stack_replicas)
 from oilca import contract  # noqa: E402
 from oilca.trainer import (Actor, Normalizer, artifact, check_args, check_checkpoints, checkpoint_name,  # noqa: E402
                            final_eval_paths, finish, in_training_eval, is_eval_step, load, nll, run_cli, run_facts,
@@ -66,7 +66,7 @@ def main(args: Args) -> dict:
     gens = [minibatch_generator(a.seed, device) for a in runs]
     chunks = IndexChunks(lambda n: torch.stack([torch.randint(0, len(obs), (n, args.batch_size), generator=g,
                                                               device=device) for g in gens], 1)) \
-        if device.type == "cuda" else None
+        if samples_on_device(device) else None
 
     def step_fn(idx, _key=None):
         loss = per_replica(nll, net.log_prob(obs[idx], act[idx]))  # [R]: the reference's loss of each replica

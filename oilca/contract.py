@@ -70,6 +70,7 @@ MAX_METADATA_BYTES = 1 << 24  # the metadata JSON string
 MAX_INFLATION = 100  # declared (uncompressed) size / compressed size of a dataset's arrays; real data: ~1-5
 STALE_AGE_S = 3600  # a temporary file without a pid in its name (an older writer's) counts as stale after this
 # what a run folder may hold: an existing --out-dir with anything else is refused instead of replaced
+RUN_MARK = ".oilca-run"  # written into every run folder: a folder holding it is a run folder, whatever else it holds
 RUN_FOLDER_ENTRIES = ("policy.pt", "policy_step*.pt", "args.json", "progress*.csv", "tb", "ivae.pt", "latents.npz",
                       "metrics.json", "fig3.png", "eval_*.json")
 
@@ -231,7 +232,8 @@ def _writable(flag: str, path: str, folder: bool) -> None:
         raise ValueError(f"{flag} {path}: cannot create the {what}: {parent} is not a folder")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise ValueError(f"{flag} {path}: cannot create the {what}: {parent} is not writable")
-    if folder and os.path.isdir(path):
+    if folder and os.path.isdir(path) and not os.path.isfile(os.path.join(path, RUN_MARK)):
+        # a folder without the mark: a run folder of before the mark (only the usual outputs), or someone's files
         foreign = sorted(e for e in os.listdir(path) if not e.startswith(".")
                          and not any(fnmatch.fnmatch(e, pat) for pat in RUN_FOLDER_ENTRIES))
         if foreign:
@@ -374,6 +376,9 @@ class RunFolder:
             os.mkdir(self.final)
             self.staging = _temp_name(self.final)
             os.mkdir(self.staging)
+            for folder in (self.final, self.staging):  # marked as a run folder: a later run may replace it whole
+                with open(os.path.join(folder, RUN_MARK), "w") as f:
+                    f.write("a run folder: the next run to this --out-dir replaces it with everything in it\n")
         except OSError as e:
             self._undo()
             raise ContractError(f"{out_dir}: cannot create the run folder ({e.strerror or e})") from None

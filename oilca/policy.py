@@ -179,6 +179,8 @@ def evaluate_and_save(policy: Callable, info: dict, spec: dict, split: str, clas
               "augmented_de_over_du": info.get("augmented_de_over_du")}
     if info.get("policy_step") is not None:
         result["policy_step"] = info["policy_step"]
+    if info.get("augmentation") is not None:  # the augmented dataset's facts: ratio, mode, labels, sampler
+        result["augmentation"] = info["augmentation"]
     if res.get("success") is not None:
         result.update(success=np.asarray(res["success"]).tolist(), mean_success=float(np.mean(res["success"])))
     path = out.replace("{split}", split)
@@ -196,6 +198,10 @@ def artifact_info(art: dict, path: Optional[str]) -> dict:
             "augmented_de_over_du": art.get("augmented_de_over_du")}
     if art.get("checkpoint_step") is not None:  # a --checkpoints policy: trained this many steps of total_steps
         info["policy_step"] = int(art["checkpoint_step"])
+    elif art.get("policy_step") is not None:  # the final policy of a run (artifacts since run facts were recorded)
+        info["policy_step"] = int(art["policy_step"])
+    if art.get("augmentation") is not None:
+        info["augmentation"] = art["augmentation"]
     return info
 
 

@@ -133,13 +133,29 @@ def start(args, name: str, total: int, unit: str = "steps") -> Run:
 
 
 def run_facts(args, data: dict, method: str, **extra) -> dict:
-    """What a policy artifact records about its run: method, seed, env, the dataset and its fingerprint, the
-    trainer's arguments, and the dataset's run facts (augmentation ratio, sampler) from its metadata."""
+    """What a policy artifact records about its run, and every result JSON of it repeats: method, seed, env, the
+    dataset and its fingerprint, the trainer's arguments, the policy's step count (`policy_step`: --total-steps, or
+    the step of a --checkpoints policy) and, on an augmented dataset, its augmentation facts (ratio, mode, labels, and
+    the sampler's kind and training steps) from the dataset's metadata."""
     meta = data["metadata"]
     facts = {"method": method, "seed": args.seed, "env": envs.env_spec(meta),
              "dataset_fingerprint": contract.fingerprint(data), "dataset": args.dataset,
-             "train_args": recorded_args(args)}
+             "train_args": recorded_args(args), "augmentation": augmentation_facts(meta)}
+    if getattr(args, "total_steps", None) is not None:
+        facts["policy_step"] = int(args.total_steps)
+    if extra.get("checkpoint_step") is not None:
+        facts["policy_step"] = int(extra["checkpoint_step"])
     return {**facts, **extra}
+
+
+def augmentation_facts(meta: dict) -> Optional[dict]:
+    """The run facts of an augmented dataset (augment.py's metadata): ratio, mode, labels, sampler {kind, steps,
+    seed}; None for a raw dataset."""
+    aug = meta.get("augmentation")
+    if not isinstance(aug, dict):
+        return None
+    return {"ratio": aug.get("ratio"), "mode": aug.get("mode"), "labels": aug.get("labels"),
+            "sampler": aug.get("sampler_facts")}
 
 
 def finish(run: Run, args, spec: dict, policy_artifact: dict) -> None:

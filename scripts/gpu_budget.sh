@@ -53,7 +53,7 @@ rm -rf "$OUT"/check_*
 if [ "$BENCH_STEPS" -gt 0 ]; then  # the same DWBC run (5 replicas), eager and as a CUDA graph, timed by the trainer's own progress line
   for mode in eager graph; do
     flags=(); [ $mode = graph ] && flags=(--cuda-graph)
-    $PY train_dwbc.py --dataset "$RAW" --seeds $SEEDS --total-steps "$BENCH_STEPS" --eval-every 0 --eval-episodes 0 \
+    $PY fast/train_dwbc.py --dataset "$RAW" --seeds $SEEDS --total-steps "$BENCH_STEPS" --eval-every 0 --eval-episodes 0 \
       --out-dir "$OUT/bench_$mode/s{seed}" --cuda "${flags[@]}" > "$OUT/bench_$mode.log" 2>&1 || { tail -n 20 "$OUT/bench_$mode.log" >&2; exit 1; }
     rate=$(grep -o '[0-9.]* steps/s' "$OUT/bench_$mode.log" | tail -n 1 | cut -d' ' -f1)
     echo "bench DWBC x$n $mode: $rate steps/s = $($PY -c "print(round($n * $rate))") replica-updates/s"
@@ -80,7 +80,7 @@ train() {  # NAME SCRIPT DATASET [flags]
   local name=$1 script=$2 data=$3; shift 3
   if [ "$(elapsed)" -gt "$DEADLINE" ]; then echo "$name: not started (deadline ${DEADLINE}s passed)"; return; fi
   local t0=$(date +%s.%N)
-  $PY "$script" --dataset "$data" --seeds $SEEDS --total-steps "$STEPS" --checkpoints $CKPTS --eval-every 0 \
+  $PY "fast/$script" --dataset "$data" --seeds $SEEDS --total-steps "$STEPS" --checkpoints $CKPTS --eval-every 0 \
     --eval-episodes 0 --out-dir "$OUT/${name}_b${STEPS}_s{seed}" --cuda --cuda-graph "$@" > "$OUT/$name.log" 2>&1 \
     || { tail -n 20 "$OUT/$name.log" >&2; return 1; }
   local dt=$($PY -c "import time; print(f'{time.time() - $t0:.1f}')")

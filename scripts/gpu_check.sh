@@ -31,7 +31,7 @@ fi
 train() {  # NAME DATASET [flags]
   local name=$1 data=$2; shift 2
   local t0=$(date +%s.%N)
-  $PY train_dwbc.py --dataset "$data" --seeds $SEEDS --total-steps "$STEPS" --eval-every 0 --eval-episodes 0 \
+  $PY fast/train_dwbc.py --dataset "$data" --seeds $SEEDS --total-steps "$STEPS" --eval-every 0 --eval-episodes 0 \
     --out-dir "$OUT/${name}_s{seed}" "${cuda[@]}" "$@" > "$OUT/$name.log" 2>&1 || { tail -n 20 "$OUT/$name.log" >&2; exit 1; }
   local dt=$($PY -c "import time; print(f'{time.time() - $t0:.1f}')")
   local n=$(echo $SEEDS | wc -w)

@@ -1,5 +1,5 @@
-"""Budgets from one run (`--checkpoints`), one dataset per seed (`--dataset ..._s{seed}.npz`) and `--cuda-graph`
-off a GPU: the policy saved at step N of a long run is the policy of an N-step run, replica k reading its own
+"""Budgets from one run (`--checkpoints`), one dataset per seed in the fast path (`--dataset ..._s{seed}.npz`) and
+`--cuda-graph` off a GPU: the policy saved at step N of a long run is the policy of an N-step run, replica k reading its own
 dataset follows the run with `--seed k` on that dataset, and a result of a checkpoint says its step."""
 import dataclasses
 import json
@@ -12,10 +12,12 @@ from oilca import contract
 
 import envs
 import evaluate
-from oilca import policy
 import train_bc
 import train_dwbc
 from conftest import one_line_error, run
+from fast import replicas
+from fast import train_bc as fast_bc
+from fast import train_dwbc as fast_dwbc
 
 TINY = dict(hidden=16, batch_size=32, eval_every=0, eval_episodes=2, threads=1)
 
@@ -25,15 +27,18 @@ def same_weights(a: str, b: str) -> bool:
     return sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
 
 
-@pytest.mark.parametrize("stage", [train_bc, train_dwbc], ids=["bc", "dwbc"])
-@pytest.mark.parametrize("seeds", [None, (0, 2)], ids=["one_seed", "two_seeds"])
-def test_checkpoint_is_the_shorter_run(stage, seeds, tiny_augmented_args, tmp_path):
-    dataset = tiny_augmented_args.out if stage is train_dwbc else tiny_augmented_args.dataset
+@pytest.mark.parametrize("stage", [train_bc, train_dwbc, fast_bc, fast_dwbc],
+                         ids=["bc", "dwbc", "fast_bc_two_seeds", "fast_dwbc_two_seeds"])
+def test_checkpoint_is_the_shorter_run(stage, tiny_augmented_args, tmp_path):
+    dataset = tiny_augmented_args.out if stage in (train_dwbc, fast_dwbc) else tiny_augmented_args.dataset
+    seeds = (0, 2) if stage in (fast_bc, fast_dwbc) else None
     name = "long_s{seed}" if seeds else "long"
-    stage.main(stage.Args(dataset=dataset, seeds=seeds, total_steps=60, checkpoints=(20, 40),
-                          out_dir=str(tmp_path / name), **TINY))
-    # the shorter run as the long one ran (one seed alone, or the same seeds side by side: exact, bit for bit)
-    stage.main(stage.Args(dataset=dataset, seeds=seeds, total_steps=20, out_dir=str(tmp_path / "short_s{seed}"), **TINY))
+    kw = dict(seeds=seeds) if seeds else {}
+    stage.main(stage.Args(dataset=dataset, total_steps=60, checkpoints=(20, 40), out_dir=str(tmp_path / name), **kw,
+                          **TINY))
+    # the shorter run as the long one ran (the reference alone, or the same seeds side by side: exact, bit for bit)
+    stage.main(stage.Args(dataset=dataset, total_steps=20, out_dir=str(tmp_path / ("short_s{seed}" if seeds else "short_s0")),
+                          **kw, **TINY))
     for k in seeds or (0,):
         long_dir = tmp_path / name.replace("{seed}", str(k))
         assert same_weights(str(long_dir / "policy_step20.pt"), str(tmp_path / f"short_s{k}" / "policy.pt"))
@@ -41,7 +46,8 @@ def test_checkpoint_is_the_shorter_run(stage, seeds, tiny_augmented_args, tmp_pa
         art = contract.load_policy(str(long_dir / "policy_step40.pt"))
         assert art["checkpoint_step"] == 40 and art["train_args"]["total_steps"] == 60 and art["seed"] == k
         assert art["train_args"]["checkpoints"] == [20, 40]
-        assert "checkpoint_step" not in contract.load_policy(str(long_dir / "policy.pt"))
+        final = contract.load_policy(str(long_dir / "policy.pt"))
+        assert "checkpoint_step" not in final and final["policy_step"] == 60 and art["policy_step"] == 40
 
 
 def test_runs_without_the_new_options_keep_their_records(tiny_dataset, tmp_path):
@@ -75,8 +81,8 @@ def test_one_dataset_per_seed(tiny_augmented_args, tmp_path):
         augment.main(dataclasses.replace(tiny_augmented_args, seed=k + 5, out=str(tmp_path / f"aug_s{k}.npz"),
                                          sampler_out=str(tmp_path / f"sampler_s{k}" / "policy.pt")))
     common = dict(total_steps=40, loss_trace=40, **TINY)
-    out = train_dwbc.main(train_dwbc.Args(dataset=str(tmp_path / "aug_s{seed}.npz"), seeds=(0, 1),
-                                          out_dir=str(tmp_path / "b_s{seed}"), **common))
+    out = fast_dwbc.main(fast_dwbc.Args(dataset=str(tmp_path / "aug_s{seed}.npz"), seeds=(0, 1),
+                                        out_dir=str(tmp_path / "b_s{seed}"), **common))
     for k, r in enumerate(out["runs"]):
         alone = train_dwbc.main(train_dwbc.Args(dataset=str(tmp_path / f"aug_s{k}.npz"), seed=k,
                                                 out_dir=str(tmp_path / f"alone_s{k}"), **common))
@@ -88,10 +94,11 @@ def test_one_dataset_per_seed(tiny_augmented_args, tmp_path):
 
 
 def test_cuda_graph_is_ignored_on_a_cpu(tiny_dataset, tmp_path):
-    plain = train_bc.main(train_bc.Args(dataset=tiny_dataset, total_steps=20, loss_trace=20, out_dir=str(tmp_path / "a"), **TINY))
-    graph = train_bc.main(train_bc.Args(dataset=tiny_dataset, total_steps=20, loss_trace=20, cuda_graph=True,
-                                        out_dir=str(tmp_path / "b"), **TINY))
-    assert plain["loss_trace"] == graph["loss_trace"]
+    plain = fast_bc.main(fast_bc.Args(dataset=tiny_dataset, total_steps=20, loss_trace=20, out_dir=str(tmp_path / "a"),
+                                      **TINY))
+    graph = fast_bc.main(fast_bc.Args(dataset=tiny_dataset, total_steps=20, loss_trace=20, cuda_graph=True,
+                                      out_dir=str(tmp_path / "b"), **TINY))
+    assert plain["runs"][0]["loss_trace"] == graph["runs"][0]["loss_trace"]
 
 
 def test_index_chunks_hand_out_each_step_once():
@@ -101,7 +108,7 @@ def test_index_chunks_hand_out_each_step_once():
         drawn.append(n)
         return torch.arange(len(drawn) * 100, len(drawn) * 100 + n)
 
-    chunks = policy.IndexChunks(draw, chunk=3)
+    chunks = replicas.IndexChunks(draw, chunk=3)
     assert [int(chunks.next()) for _ in range(7)] == [100, 101, 102, 200, 201, 202, 300] and drawn == [3, 3, 3]
 
 
@@ -133,7 +140,7 @@ def test_evaluate_budgets_scores_every_saved_policy(tiny_dataset, tmp_path):
     proc = subprocess.run(["bash", "scripts/evaluate_budgets.sh", str(runs), str(res), "2", "train heldout"], cwd=ROOT,
                           capture_output=True, text=True, env={**__import__("os").environ, "PY": sys.executable})
     assert proc.returncode == 0, proc.stderr
-    for b, step in ((30, None), (10, 10)):
+    for b, step in ((30, 30), (10, 10)):  # every policy records its step count (the final one: --total-steps)
         for split in ("train", "heldout"):
             with open(res / f"bc_exp_b{b}_s2_{split}.json") as f:
                 r = json.load(f)

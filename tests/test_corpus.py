@@ -508,7 +508,7 @@ ARGS = {
                        ("grad-penalty", "nan"), ("grad-penalty", "1e39"), ("disc-lr", "0"), ("disc-lr", "1e39"),
                        ("actor-lr", "-1"), ("threads", "0"), ("batch-size", "0"), ("act-eps", "1")],
     "evaluate.py": [("episodes", "0"), ("episodes", "-3"), ("seed", "-1"), ("classes", "-1")],
-    "toy_env.py": [("n-classes", "0"), ("episodes", "0"), ("env.episode-len", "0"), ("env.box", "-1"), ("seed", "-1"),
+    "envs/toy.py": [("n-classes", "0"), ("episodes", "0"), ("env.episode-len", "0"), ("env.box", "-1"), ("seed", "-1"),
                    ("env.leaky-slope", "0")],
     "runner.py": [("steps", "0"), ("jobs", "0"), ("ratio", "inf"), ("seeds", "-1"), ("act-eps", "0"),
                   ("episodes", "0"), ("threads", "0"), ("fig5-ratios", "1e9")],
@@ -526,7 +526,7 @@ def flag_argv(script, flag, value):
             return stage_argv(script, inp, t, dataset) + flags  # the last occurrence of a flag wins
         if script == "evaluate.py":
             return ["--policy", inp.policy, "--out", J(t, "r_{split}.json"), *flags]
-        if script == "toy_env.py":
+        if script == "envs/toy.py":
             return ["--plot-path", J(t, "p.png"), *flags]
         if script == "runner.py":
             return ["--root", t, "--dry-run", *flags]
@@ -551,10 +551,10 @@ case("args", "collect_data-cw.episodes=0", "collect_data.py",
 case("args", "collect_data-no-behaviour", "collect_data.py",
      lambda inp, t: ["--out", J(t, "x.npz"), "--toy.noise-levels", "--toy.no-random-policy"], "--toy.noise-levels")
 case("args", "train_behavior-env=bogus", "train_behavior.py", lambda inp, t: ["--env", "bogus", "--out-dir", J(t, "sac")], "--env")
-case("args", "train_bc-seeds-negative", "train_bc.py", lambda inp, t: bc_argv(inp, t, "--seeds", 0, -1), "--seeds")
-case("args", "train_bc-seeds-repeated", "train_bc.py",
+case("args", "fast_train_bc-seeds-negative", "fast/train_bc.py", lambda inp, t: bc_argv(inp, t, "--seeds", 0, -1), "--seeds")
+case("args", "fast_train_bc-seeds-repeated", "fast/train_bc.py",
      lambda inp, t: ["--dataset", inp.data, "--out-dir", J(t, "r{seed}"), "--seeds", 1, 1], "--seeds")
-case("args", "train_bc-seeds-without-{seed}", "train_bc.py", lambda inp, t: bc_argv(inp, t, "--seeds", 0, 1), "--out-dir")
+case("args", "fast_train_bc-seeds-without-{seed}", "fast/train_bc.py", lambda inp, t: bc_argv(inp, t, "--seeds", 0, 1), "--out-dir")
 case("args", "train_bc-method-empty", "train_bc.py", lambda inp, t: bc_argv(inp, t, "--method", ""), "--method")
 case("args", "train_bc-method-slash", "train_bc.py", lambda inp, t: bc_argv(inp, t, "--method", "a/b"), "--method")
 # flags tyro itself refuses (a Literal's choices, a type, an unknown or unfinished flag): cli.parse's one line
@@ -571,7 +571,7 @@ for _script in ("train_bc.py", "train_dwbc.py", "train_oril.py"):
          lambda inp, t, s=_script: bc_argv(inp, t, "--batch-size", 10**12, script=s), ["out of memory", "--batch-size"])
 case("args", "collect_data-env-type", "collect_data.py", lambda inp, t: ["--out", J(t, "x.npz"), "--toy.n-classes", "two"],
      ["--toy.n-classes", "two"])
-case("args", "train_dwbc-seeds-without-{seed}", "train_dwbc.py",
+case("args", "fast_train_dwbc-seeds-without-{seed}", "fast/train_dwbc.py",
      lambda inp, t: bc_argv(inp, t, "--seeds", 0, 1, "--final-eval", J(t, "r_{split}.json")), "--out-dir")
 case("args", "train_bc-final-eval-without-{split}", "train_bc.py",
      lambda inp, t: bc_argv(inp, t, "--final-eval", J(t, "r.json")), "--final-eval")
@@ -720,7 +720,7 @@ def doc_is_table(inp, t):
 
 out_case("report-doc=table", "report.py", doc_is_table, "--doc")
 out_case("report-table-is-folder", "report.py", lambda inp, t: ["--results", inp("res_table_folder")], "table.md")
-out_case("toy_env-plot-under-a-file", "toy_env.py", lambda inp, t: ["--plot-path", J(inp("plain_file"), "p.png")], "--plot-path")
+out_case("toy_env-plot-under-a-file", "envs/toy.py", lambda inp, t: ["--plot-path", J(inp("plain_file"), "p.png")], "--plot-path")
 for _script in TRAINER_SCRIPTS:
     _s = _script[:-3]
     out_case(f"{_s}-out-dir-holds-dataset", _script,

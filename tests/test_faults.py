@@ -75,7 +75,7 @@ CLI = [
     ("train_iswbc.py", lambda d, t, b: ["--dataset", b, "--out-dir", f"{t}/is"], "equal_bounds.npz"),
     ("evaluate.py", lambda d, t, b: ["--reference", "expert", "--env-dataset", d, "--episodes", "0"], "--episodes"),
     ("report.py", lambda d, t, b: ["--results", f"{t}/nowhere"], "nowhere"),
-    ("toy_env.py", lambda d, t, b: ["--episodes", "0"], "--episodes"),
+    ("envs/toy.py", lambda d, t, b: ["--episodes", "0"], "--episodes"),
     ("runner.py", lambda d, t, b: ["--root", t, "--steps", "0", "--dry-run"], "--steps"),
     ("train_behavior.py", lambda d, t, b: ["--total-steps", "0", "--out-dir", f"{t}/s"], "--total-steps"),
 ]
@@ -182,7 +182,7 @@ def test_kill_mid_run_never_mixes_two_runs(tiny_dataset, tmp_path, sig):
         assert len(old) == 1 and folder_state(old[0]) == before and len(left) == 3, left  # .old, staging .tmp, lock
     train_bc.main(train_bc.Args(dataset=tiny_dataset, out_dir=out, total_steps=6, hidden=8, eval_episodes=0, threads=1))
     assert leftovers(str(tmp_path)) == [] and json.load(open(os.path.join(out, "args.json")))["total_steps"] == 6
-    assert sorted(os.listdir(out)) == ["args.json", "policy.pt", "progress.csv"]
+    assert sorted(os.listdir(out)) == [".oilca-run", "args.json", "policy.pt", "progress.csv"]
 
 
 def test_a_failed_run_writes_nothing_and_the_next_commit_is_whole(tiny_dataset, tmp_path):
@@ -193,7 +193,7 @@ def test_a_failed_run_writes_nothing_and_the_next_commit_is_whole(tiny_dataset, 
     assert os.listdir(tmp_path) == []
     train_bc.main(train_bc.Args(dataset=tiny_dataset, out_dir=out, total_steps=5, hidden=8, eval_episodes=0, threads=1,
                                 tensorboard=True))
-    assert sorted(os.listdir(out)) == ["args.json", "policy.pt", "progress.csv", "tb"] and leftovers(str(tmp_path)) == []
+    assert sorted(os.listdir(out)) == [".oilca-run", "args.json", "policy.pt", "progress.csv", "tb"] and leftovers(str(tmp_path)) == []
 
 
 # ---------------------------------------------------------------------------------------------- concurrency
@@ -273,7 +273,7 @@ def test_ivae_rerun_checks_the_kept_checkpoint(tiny_dataset, tmp_path, capsys):
 
 def test_runner_skip_rule_checks_the_outputs(tmp_path):
     out = str(tmp_path / "traj.png")
-    job = runner.Job("plot", "plot", ["toy_env.py", "--episodes", "1", "--n-classes", "2", "--plot-path", out],
+    job = runner.Job("plot", "plot", ["envs/toy.py", "--episodes", "1", "--n-classes", "2", "--plot-path", out],
                      outputs=[out], log=str(tmp_path / "plot.log"), record=str(tmp_path / "plot.json"))
     assert runner.execute(job, {})["ok"] and runner.up_to_date(job)
     data = open(out, "rb").read()
@@ -286,6 +286,7 @@ def test_runner_skip_rule_checks_the_outputs(tmp_path):
 RSS = textwrap.dedent("""
     import sys
     sys.path.insert(0, {root!r})
+    import envs
     from oilca import contract
     try:
         envs.load_dataset({path!r})

@@ -158,29 +158,7 @@ def test_ilid_weights_rows_of_d_e_one_and_selects_only_d_s(augmented, tmp_path):
     assert torch.tensor([1e-40]).mul(1.0).item() != 0
 
 
-@pytest.mark.parametrize("name", sorted(RUNS))
-def test_replicas_follow_single_runs(name, augmented, tmp_path, monkeypatch):
-    """Replica k of `--seeds 0 2` logs what `--seed k` alone logs; also with the GPU's sampling path (a torch
-    generator per replica) run on the CPU."""
-    stage = I if name == "ilid" else W
-    common = dict(TINY, dataset=augmented, eval_every=5, eval_episodes=0, batch_size=32)
-    for device_path in (False, True):
-        if device_path:
-            monkeypatch.setattr(stage, "minibatch_generator", lambda seed, device: torch.Generator(device).manual_seed(seed))
-        out = RUNS[name](seeds=(0, 2), out_dir=str(tmp_path / "b_s{seed}"), **common)
-        singles = [RUNS[name](seed=k, out_dir=str(tmp_path / f"s{k}"), **common) for k in (0, 2)]
-        for k, b, s in zip((0, 2), out["runs"], singles):
-            assert b["seed"] == s["seed"] == k and len(b["log"]) == len(s["log"]) == 4
-            for col in s["log"][0]:
-                np.testing.assert_allclose([r[col] for r in b["log"]], [r[col] for r in s["log"]], rtol=1e-5, atol=1e-5,
-                                           err_msg=col)
-            if name == "ilid":
-                np.testing.assert_array_equal(b["row_weights"], s["row_weights"])
-        col = "policy_loss"
-        assert abs(out["runs"][0]["log"][-1][col] - out["runs"][1]["log"][-1][col]) > 1e-4  # the replicas differ
-        for k in (0, 2):
-            art = contract.load_policy(str(tmp_path / f"b_s{k}" / "policy.pt"))
-            assert art["seed"] == k and art["train_args"]["seeds"] is None
+# replicas of the fast path against the reference: tests/test_fast_ilid.py and tests/test_fast_iswbc.py
 
 
 # subprocess smoke runs and errors -----------------------------------------------------------------------------------

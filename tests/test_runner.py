@@ -278,18 +278,20 @@ def test_ray_backend_gives_the_same_results(local, tmp_path):
 
 
 def test_code_changes_make_jobs_stale(tmp_path, monkeypatch):
-    # the code of a job: its script and the repo modules it imports, directly, lazily or through envs.py's backends
-    assert runner.code_files("train_dwbc.py") == ["checks.py", "cli.py", "contract.py", "cw_env.py", "cw_scripted.py",
-                                                  "dmc_env.py", "envs.py", "policy.py", "progress.py", "toy_env.py",
-                                                  "train_dwbc.py"]
-    # contract.py checks a dataset's env description through envs.py, so every stage depends on the backends
-    assert runner.code_files("train_ivae.py") == ["checks.py", "cli.py", "contract.py", "cw_env.py", "cw_scripted.py",
-                                                  "dmc_env.py", "envs.py", "ivae.py", "progress.py", "toy_env.py",
-                                                  "train_ivae.py"]
-    # a job of one benchmark: the other backends are not its code (envs.py dispatches on the dataset's env)
-    assert runner.code_files("train_dwbc.py", "dmc") == ["checks.py", "cli.py", "contract.py", "dmc_env.py", "envs.py",
-                                                         "policy.py", "progress.py", "train_dwbc.py"]
-    assert [f for f in runner.code_files("evaluate.py", "cw") if f.endswith("_env.py")] == ["cw_env.py"]
+    # the code of a job: its script and the repo modules it imports, directly, lazily, through packages or through
+    # envs/__init__.py's backends (datasets are loaded through envs.load_dataset, which checks the env)
+    backends = ["envs/__init__.py", "envs/cw.py", "envs/cw_scripted.py", "envs/dmc.py", "envs/gym.py", "envs/toy.py"]
+    lib = ["oilca/__init__.py", "oilca/checks.py", "oilca/cli.py", "oilca/contract.py"]
+    assert runner.code_files("train_dwbc.py") == backends + lib + ["oilca/policy.py", "oilca/progress.py",
+                                                                   "oilca/trainer.py", "train_dwbc.py"]
+    assert runner.code_files("train_ivae.py") == backends + lib + ["oilca/ivae.py", "oilca/progress.py", "train_ivae.py"]
+    # the fast path's job: its own file, the machinery, and the reference it takes the method from
+    assert set(runner.code_files("fast/train_dwbc.py")) == set(runner.code_files("train_dwbc.py")) | {
+        "fast/__init__.py", "fast/replicas.py", "fast/train_dwbc.py"}
+    # a job of one benchmark: the other backends are not its code (envs/__init__.py dispatches on the dataset's env)
+    assert runner.code_files("train_dwbc.py", "dmc") == ["envs/__init__.py", "envs/dmc.py"] + lib + [
+        "oilca/policy.py", "oilca/progress.py", "oilca/trainer.py", "train_dwbc.py"]
+    assert [f for f in runner.code_files("evaluate.py", "cw") if f.startswith("envs/")] == backends[:3]
     assert all(j.backend == "dmc" for j in runner.build(*runner.resolve(runner.Args(benchmark="dmc:cartpole-swingup"))))
     # a change to an imported module changes the digest; a module that is not imported does not
     monkeypatch.setattr(runner, "REPO", str(tmp_path))
@@ -320,7 +322,7 @@ def test_budget_study_trains_once_and_scores_every_budget(tmp_path, capsys):
         for split in ("train", "heldout"):
             with open(res / f"{name}_{split}.json") as f:
                 r = json.load(f)
-            assert r["train_args"]["total_steps"] == 40 and r.get("policy_step") == (20 if "_b20_" in name else None)
+            assert r["train_args"]["total_steps"] == 40 and r.get("policy_step") == (20 if "_b20_" in name else 40)
     # the 20-step policy of the 40-step run is the 20-step run's: BC-exp's sampler ran 40 steps, so compare budgets
     with open(res / "bc_exp_b40_s0_train.json") as f, open(res / "bc_exp_s0_train.json") as g:
         assert json.load(f)["returns"] == json.load(g)["returns"]
@@ -356,8 +358,27 @@ def test_paper_protocol_uses_table5_sizes_and_the_authors_training_settings(two_
         runner.resolve(runner.Args(protocol="paper"))
     with pytest.raises(SystemExit, match="Table 5"):
         runner.resolve(runner.Args(benchmark="dmc:hopper-hop", protocol="paper"))
+    # on a GPU the trainers run on the fast path: every seed of a method in one job, each step a CUDA graph (not with
+    # the adaptive η of the authors' path), each OILCA seed reading its own augmented dataset through {seed}
     gpu = commands(benchmark="dmc:cartpole-swingup", protocol="paper", methods=("bc_exp", "oilca_authors"), gpus=1.0)
-    assert gpu["bc_exp_s0"].endswith("--cuda-graph --cuda") and "--cuda-graph" not in gpu["oilca_authors_s0"]
+    assert gpu["bc_exp_fast"].startswith("fast/train_bc.py ") and "--seeds 0 1 2 3 4 " in gpu["bc_exp_fast"]
+    assert gpu["bc_exp_fast"].endswith("--cuda-graph --cuda") and "--cuda-graph" not in gpu["oilca_authors_fast"]
+    assert "_aug_oilca_authors_r1.0_s{seed}.npz" in gpu["oilca_authors_fast"] and "bc_exp_s0" not in gpu
+
+
+def test_fast_path_gathers_the_seeds_of_a_method_into_one_job(two_cores):
+    """--fast on a CPU: one job per method for all its seeds (fast/train_<method>.py --seeds ...), writing the files
+    the reference runs would (one run folder and result per seed), so everything downstream reads the same paths."""
+    ref = {j.name: j for j in runner.build(*runner.resolve(runner.Args(root=ROOT, seeds=(0, 1), methods=(
+        "bc_exp", "dwbc", "oilca", "oril"))))}
+    fast = {j.name: j for j in runner.build(*runner.resolve(runner.Args(root=ROOT, seeds=(0, 1), fast=True, methods=(
+        "bc_exp", "dwbc", "oilca", "oril"))))}
+    for m in ("bc_exp", "dwbc", "oilca", "oril"):
+        assert fast[f"{m}_fast"].argv[0] == f"fast/{ref[m + '_s0'].argv[0]}"
+        assert set(fast[f"{m}_fast"].outputs) == set(ref[f"{m}_s0"].outputs) | set(ref[f"{m}_s1"].outputs)
+        assert f"{m}_s0" not in fast
+    assert fast["augment_r0.5_s1"].deps == ["bc_exp_fast", "collect", "ivae"]  # the sampler: from the fast job
+    assert "--dataset data/toy_aug_r0.5_s{seed}.npz" in " ".join(fast["oilca_fast"].argv)
 
 
 def test_table5_protocol_builds_a_row_of_the_papers_tables_at_the_cpu_budget(two_cores):

@@ -20,7 +20,7 @@ def sha(path):
 
 def test_toy_env_script(tmp_path):
     png = str(tmp_path / "traj.png")
-    proc = run("toy_env.py", "--episodes", "2", "--n-classes", "3", "--plot-path", png)
+    proc = run("envs/toy.py", "--episodes", "2", "--n-classes", "3", "--plot-path", png)
     assert "class 2:" in proc.stdout and os.path.getsize(png) > 5_000
 
 

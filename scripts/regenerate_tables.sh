@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Regenerate every committed results table from the committed per-run JSON alone: each results/<folder>/table.md and
+# summary.json (with its figures), the generated blocks of the docs (`<!-- report: … -->`), the paper's Tables 1, 2,
+# 4, 6 and 7 in docs/tables.md, the cross-task aggregate and the task table. Nothing is trained or evaluated.
+# A refactor keeps results when this leaves `git status` clean: `bash scripts/regenerate_tables.sh && git status --short`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PY:-.venv/bin/python}
+for d in results/*/; do
+  d=${d%/}
+  [ -f "$d/table.md" ] && [ "$d" != results/aggregate ] && $PY report.py --results "$d" > /dev/null
+done
+for doc in docs/*.md README.md; do
+  for folder in $(sed -n 's/^ *<!-- *report: *\(results\/[^ ]*\) *-->.*/\1/p' "$doc" | sort -u); do
+    [ "$folder" = results/aggregate ] && continue
+    $PY report.py --results "$folder" --doc "$doc" > /dev/null
+  done
+done
+$PY report.py --aggregate results/toy results/dmc_cartpole-swingup results/cw_pushing --out results/aggregate \
+  --doc docs/controls.md > /dev/null
+for n in 1 2 6 4; do
+  $PY report.py --paper-table $n --results-pattern 'results/{benchmark}_{task}_t5' --doc docs/tables.md > /dev/null
+done
+$PY report.py --paper-table 7 --results-pattern 'results/{benchmark}_{task}_t5' --c-pattern '{folder}-c{c}' \
+  --doc docs/tables.md > /dev/null
+$PY scripts/task_summary.py --doc docs/tables.md > /dev/null
+echo "regenerated every table; differences from the committed files:"
+git status --short -- results docs README.md
