@@ -50,7 +50,7 @@ from oilca import cli
 from oilca import contract
 import envs
 from oilca.ivae import load_ivae
-from oilca.policy import Actor, Normalizer, artifact, bc_loss
+from training.policy import Actor, Normalizer, artifact, bc_loss
 
 
 MAX_RATIO = 100.0  # --ratio above this would multiply D_U a hundredfold: refused as a typo

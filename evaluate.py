@@ -32,7 +32,7 @@ from oilca import checks
 from oilca import cli
 from oilca import contract
 import envs
-from oilca import policy as policy_mod
+from training import policy as policy_mod
 
 
 @dataclass

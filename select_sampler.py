@@ -60,7 +60,7 @@ from oilca import checks
 from oilca import cli
 from oilca import contract
 import envs
-from oilca.policy import Normalizer
+from training.policy import Normalizer
 
 RULE = ("K-fold cross-validation over the expert episodes D_E (cv_split.py): candidate c is trained on D_all without "
         "fold k's D_E episodes and scored by the mean squared error between its deterministic action and the held-out "

@@ -1,6 +1,6 @@
 """Behavior cloning baselines of OILCA §5: BC-exp (D_E only) and BC-all (D_all = D_E ∪ D_U), one flag apart.
 
-Policy: the tanh-Gaussian actor of the official DWBC code (oilca/policy.py: 2×256 ReLU, heads μ ∈ [-9, 9] and
+Policy: the tanh-Gaussian actor of the official DWBC code (training/policy.py: 2×256 ReLU, heads μ ∈ [-9, 9] and
 log σ ∈ [-5, 2], π = tanh(N(μ, σ))), trained by maximum likelihood, L = -E[Σ_j log π_j(a_j | s)], with Adam (lr 1e-4,
 weight decay 5e-3, the DWBC actor's settings) so BC and DWBC differ only in their weights. Observations are
 normalised with the mean/std of the training rows (+1e-3), actions are mapped from the dataset's bounds to [-1, 1].
@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from oilca import contract
-from oilca.trainer import (Actor, Normalizer, TrainerArgs, artifact, bc_loss, check_args, check_checkpoints,
+from training.trainer import (Actor, Normalizer, TrainerArgs, artifact, bc_loss, check_args, check_checkpoints,
                            check_outputs, checkpoint_name, finish, in_training_eval, is_eval_step, load, run_cli,
                            run_facts, setup, start, training_rows)
 

@@ -44,7 +44,7 @@ import torch
 import torch.nn as nn
 
 from oilca import contract
-from oilca.trainer import (LOG_STD_MAX, LOG_STD_MIN, MU_MAX, Normalizer, TrainerArgs, artifact, check_args, checks,
+from training.trainer import (LOG_STD_MAX, LOG_STD_MIN, MU_MAX, Normalizer, TrainerArgs, artifact, check_args, checks,
                            check_outputs, finish, in_training_eval, is_eval_step, load, run_cli, run_facts, setup,
                            start, training_rows)
 

@@ -37,7 +37,7 @@ import torch
 import torch.nn as nn
 
 from oilca import contract
-from oilca.trainer import (Actor, Normalizer, TrainerArgs, artifact, check_args, check_checkpoints, check_outputs,
+from training.trainer import (Actor, Normalizer, TrainerArgs, artifact, check_args, check_checkpoints, check_outputs,
                            checkpoint_name, checks, finish, in_training_eval, is_eval_step, load, run_cli, run_facts,
                            setup, start, training_rows)
 

@@ -24,7 +24,7 @@ with a Lagrange multiplier α = exp(log α) for the constraint E_E[log π_E - lo
     L_α = α · sg(E_E[Σ_j log π(a_j | s)] + ε - ℓ_E)
 (α grows while π's expert likelihood is more than ε below π_E's, and shrinks otherwise); the policy step uses the
 α from before that update (detached). `--no-auto-alpha` keeps α fixed and, as the official code, trains no π_E.
-Networks: oilca/policy.py's tanh-Gaussian actor for π_E and π; Adam with (coupled, L2) weight decay 5e-3 as the
+Networks: training/policy.py's tanh-Gaussian actor for π_E and π; Adam with (coupled, L2) weight decay 5e-3 as the
 official code, but lr 3e-4 where it has 1e-5 (see docs/baselines.md). Observations are standardised with every row's
 mean/std (+1e-3), the official D_E ∪ D_S statistics. The run flushes denormal floats to zero (`flush_denormals`):
 the weight decay makes many of them, and they slow CPU arithmetic several times.
@@ -53,7 +53,7 @@ import torch
 import torch.nn as nn
 
 from oilca import contract
-from oilca.trainer import (Actor, Normalizer, Progress, TrainerArgs, artifact, bc_loss, check_args, check_outputs,
+from training.trainer import (Actor, Normalizer, Progress, TrainerArgs, artifact, bc_loss, check_args, check_outputs,
                            checks, finish, in_training_eval, is_eval_step, load, run_cli, run_facts, setup, start,
                            training_rows)
 

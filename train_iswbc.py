@@ -16,7 +16,7 @@ Per step, with a batch x_E = (s, a) of D_E and a batch x_U of U (B rows each):
     rows with w < τ (τ = 0: none) are left out;
   * policy: L_π = -E_U[w · 1(w ≥ τ) · Σ_j log π(a_j | s)]  (no separate expert term).
 Both networks step every iteration from the same batches, Adam 3e-4, no weight decay. The policy is the
-tanh-Gaussian actor of oilca/policy.py. Observations are standardised (+1e-3) with the union's statistics by default
+tanh-Gaussian actor of training/policy.py. Observations are standardised (+1e-3) with the union's statistics by default
 (every row, the rows the policy clones); `--norm-rows unlabelled` takes D_U's, as the official code does.
 
 Input: a dataset `.npz` (docs/contract.md): observations, actions, expert, augmented. Single transitions: no episode
@@ -39,7 +39,7 @@ import torch
 import torch.nn as nn
 
 from oilca import contract
-from oilca.trainer import (Actor, Normalizer, TrainerArgs, artifact, check_args, check_outputs, checks, finish,
+from training.trainer import (Actor, Normalizer, TrainerArgs, artifact, check_args, check_outputs, checks, finish,
                            in_training_eval, is_eval_step, load, run_cli, run_facts, setup, start, training_rows)
 
 EPS2 = 1e-3  # inside f = log(1/(σ + 1e-3) - 1 + 1e-3), as in the official code

@@ -13,7 +13,7 @@ Per step, with a batch of expert (s_E, s'_E), a batch (s, a, s') of D_all and a 
     omits -log B, a constant, as the official code does);
   * policy: w = exp((A - max A) / (1 + α)), w ← w / mean(w), L_π = -E_U[sg(w) · log π(a | s)].
 All three networks step every iteration from the same batch. Networks 2×256 ReLU, he-normal initialisation,
-cost and ν without a last-layer bias; the policy is the tanh-Gaussian actor of oilca/policy.py. Observations are
+cost and ν without a last-layer bias; the policy is the tanh-Gaussian actor of training/policy.py. Observations are
 standardised with D_U's mean/std (+1e-3) (the official "imperfect" data); initial states are each episode's first row.
 On an augmented dataset the counterfactual rows join the expert (s, s') side and the union (method `lobsdice_ca`,
 else `lobsdice`, unless --method says otherwise).
@@ -39,7 +39,7 @@ import torch
 import torch.nn as nn
 
 from oilca import contract
-from oilca.trainer import (Actor, Normalizer, TrainerArgs, artifact, check_args, check_outputs, checks, finish,
+from training.trainer import (Actor, Normalizer, TrainerArgs, artifact, check_args, check_outputs, checks, finish,
                            in_training_eval, is_eval_step, load, run_cli, run_facts, setup, start, training_rows)
 
 EPS2 = 1e-3  # inside the cost's log, as in the official code
@@ -74,7 +74,7 @@ class Args(TrainerArgs):
     n_hidden: int = 2
     """hidden layers of every network"""
     act_eps: float = 1e-6
-    """actions are clipped to ±(1 - act_eps) before atanh in the actor's likelihood (oilca/policy.py Actor)"""
+    """actions are clipped to ±(1 - act_eps) before atanh in the actor's likelihood (training/policy.py Actor)"""
 
 
 # -- networks ----------------------------------------------------------------------------------------------------------

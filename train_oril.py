@@ -11,7 +11,7 @@ CORL's iql.py and the orax ORIL+IQL config) learns the policy:
     L_Q = Σ_i E[(r + γ (1 - terminal) V(s') - Q_i(s, a))²]                       (timeouts bootstrap)
     L_π = E[min(exp(β (q - V(s))), 100) · ℓ(s, a)],  ℓ = -Σ_j log π_j(a_j | s)   (advantage-weighted regression)
 with twin target critics Q̄ following Q by Polyak averaging. The policy is the tanh-Gaussian actor of
-oilca/policy.py.
+training/policy.py.
 
 Input:  a dataset `.npz` (docs/contract.md): observations, actions, next_observations, terminals, expert, augmented.
         D_E: the rows with expert=True (collected and counterfactual); D_U: the collected rows without it.
@@ -33,7 +33,7 @@ import torch
 import torch.nn as nn
 
 from oilca import contract
-from oilca.trainer import (Actor, Normalizer, Progress, TrainerArgs, artifact, check_args, check_outputs, checks,
+from training.trainer import (Actor, Normalizer, Progress, TrainerArgs, artifact, check_args, check_outputs, checks,
                            finish, in_training_eval, is_eval_step, load, run_cli, run_facts, setup, start,
                            training_rows)
 

@@ -23,13 +23,15 @@ losses to 1e-5 over 100 steps, for every method.
 import contextlib
 import copy
 import dataclasses
+import os
 from dataclasses import dataclass
 from typing import Callable, List, Optional, Sequence, Tuple
 
 import torch
 import torch.nn as nn
 
-from oilca import checks
+from oilca import checks, contract
+from training.trainer import check_args, final_eval_paths, load
 
 
 @dataclass
@@ -159,6 +161,24 @@ def replica_args(args, base_cls) -> List:
     own = {f.name: getattr(args, f.name) for f in dataclasses.fields(args) if f.name in names}
     return [base_cls(**{**own, "seed": k, "out_dir": sub(args.out_dir, k), "final_eval": sub(args.final_eval, k),
                         "dataset": sub(args.dataset, k)}) for k in seeds]
+
+
+def seed_runs(args, ref, rules: Optional[dict] = None, expert: bool = False):
+    """The start of every fast trainer: one reference Args per seed (checked by the reference's rules), the one
+    dataset they share (loaded and validated; with `expert` it must hold D_E), its metadata and env, and every seed's
+    outputs checked before training. Returns (runs, data, meta, spec). `ref` is the reference trainer's module."""
+    runs = replica_args(args, ref.Args)
+    for a in runs:
+        check_args(a, **(rules or {}))
+    if len({a.dataset for a in runs}) > 1:
+        raise ValueError(f"--dataset {args.dataset}: {os.path.basename(ref.__file__)} trains on one dataset for every "
+                         f"seed")
+    data, meta, spec = load(runs[0].dataset)
+    if expert:
+        contract.require_expert(data, runs[0].dataset)
+    contract.check_paths({"--dataset": runs[0].dataset}, folders={"--out-dir": [a.out_dir for a in runs]},
+                         files={"--final-eval": [p for a in runs for p in final_eval_paths(a.final_eval, spec)]})
+    return runs, data, meta, spec
 
 
 def samples_on_device(device: torch.device) -> bool:

@@ -21,11 +21,10 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 
 import train_bc as ref  # noqa: E402
 from fast.replicas import (FastArgs, GraphedStep, IndexChunks, load_replica, minibatch_generator,  # noqa: E402
-                           per_replica, replica_args, samples_on_device, stack_replicas)
+                           per_replica, samples_on_device, seed_runs, stack_replicas)
 from oilca import contract  # noqa: E402
-from oilca.trainer import (Actor, Normalizer, artifact, check_args, check_checkpoints, checkpoint_name,  # noqa: E402
-                           final_eval_paths, finish, in_training_eval, is_eval_step, load, nll, run_cli, run_facts,
-                           setup, start)
+from training.trainer import (Actor, artifact, check_checkpoints, checkpoint_name, finish, in_training_eval,  # noqa: E402
+                              is_eval_step, nll, Normalizer, run_cli, run_facts, setup, start)
 
 
 @dataclass
@@ -35,15 +34,8 @@ class Args(ref.Args, FastArgs):
 
 @contract.all_or_nothing
 def main(args: Args) -> dict:
-    runs = replica_args(args, ref.Args)  # one reference Args per seed, as `train_bc.py --seed k` has them
-    for a in runs:
-        check_args(a)
+    runs, data, meta, spec = seed_runs(args, ref, None)  # one reference Args per seed
     checkpoints = check_checkpoints(args.checkpoints, args.total_steps)
-    if len({a.dataset for a in runs}) > 1:
-        raise ValueError(f"--dataset {args.dataset}: train_bc.py clones one dataset for every seed")
-    data, meta, spec = load(runs[0].dataset)
-    contract.check_paths({"--dataset": runs[0].dataset}, folders={"--out-dir": [a.out_dir for a in runs]},
-                         files={"--final-eval": [p for a in runs for p in final_eval_paths(a.final_eval, spec)]})
     rows = ref.cloned_rows(data, runs[0])
     method = args.method or f"bc_{args.data if args.data == 'all' else 'exp'}"
     device = setup(args)

@@ -38,11 +38,11 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repo root
 
 import train_bcnd as ref  # noqa: E402
-from fast.replicas import (FastArgs, GraphedStep, IndexChunks, TorchStreams, log_replicas,  # noqa: E402
-                           minibatch_generator, per_replica, replica_args, samples_on_device)
+from fast.replicas import (FastArgs, GraphedStep, IndexChunks, log_replicas, minibatch_generator,  # noqa: E402
+                           per_replica, samples_on_device, seed_runs, TorchStreams)
 from oilca import checks, contract  # noqa: E402
-from oilca.trainer import (Normalizer, artifact, check_args, final_eval_paths, finish, in_training_eval,  # noqa: E402
-                           is_eval_step, load, run_cli, run_facts, setup, start, training_rows)
+from training.trainer import (artifact, check_args, finish, in_training_eval, is_eval_step, Normalizer,  # noqa: E402
+                              run_cli, run_facts, setup, start, training_rows)
 
 
 @dataclass
@@ -86,12 +86,7 @@ def device_epoch_rows(split_rows: torch.Tensor, lengths: torch.Tensor, size: int
 @contract.all_or_nothing
 def main(args: Args) -> dict:
     check_args(args, n_policies=checks.COUNT, n_rounds=checks.COUNT, epochs=checks.COUNT)
-    runs = replica_args(args, ref.Args)  # one reference Args per seed, as `train_bcnd.py --seed k` has them
-    if len({a.dataset for a in runs}) > 1:
-        raise ValueError(f"--dataset {args.dataset}: train_bcnd.py trains on one dataset for every seed")
-    data, meta, spec = load(runs[0].dataset)
-    contract.check_paths({"--dataset": runs[0].dataset}, folders={"--out-dir": [a.out_dir for a in runs]},
-                         files={"--final-eval": [p for a in runs for p in final_eval_paths(a.final_eval, spec)]})
+    runs, data, meta, spec = seed_runs(args, ref)  # one reference Args per seed, the shared dataset
     _, augmented, _ = training_rows(data)
     method = args.method or ("bcnd_ca" if augmented.any() else "bcnd")
     N, K, R = len(data["rewards"]), args.n_policies, len(runs)

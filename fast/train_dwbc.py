@@ -32,7 +32,7 @@ import train_dwbc as ref  # noqa: E402
 from fast.replicas import (FastArgs, GraphedStep, IndexChunks, load_replica, minibatch_generator,  # noqa: E402
                            per_replica, replica_args, samples_on_device, stack_replicas)
 from oilca import contract  # noqa: E402
-from oilca.trainer import (Actor, Normalizer, artifact, check_args, check_checkpoints, checkpoint_name,  # noqa: E402
+from training.trainer import (Actor, Normalizer, artifact, check_args, check_checkpoints, checkpoint_name,  # noqa: E402
                            final_eval_paths, finish, in_training_eval, is_eval_step, load, run_cli, run_facts, setup,
                            start)
 

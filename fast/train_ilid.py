@@ -39,11 +39,11 @@ import torch.nn as nn
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repo root
 
 import train_ilid as ref  # noqa: E402
-from fast.replicas import (FastArgs, GraphedStep, IndexChunks, TorchStreams, load_replica,  # noqa: E402
-                           minibatch_generator, per_replica, replica_args, samples_on_device, stack_replicas)
+from fast.replicas import (FastArgs, GraphedStep, IndexChunks, load_replica, minibatch_generator,  # noqa: E402
+                           per_replica, samples_on_device, seed_runs, stack_replicas, TorchStreams)
 from oilca import checks, contract  # noqa: E402
-from oilca.trainer import (Actor, Normalizer, Progress, artifact, check_args, final_eval_paths, finish,  # noqa: E402
-                           in_training_eval, is_eval_step, load, nll, run_cli, run_facts, setup, start)
+from training.trainer import (Actor, artifact, finish, in_training_eval, is_eval_step, nll, Normalizer,  # noqa: E402
+                              Progress, run_cli, run_facts, setup, start)
 
 LOSSES = ("d_loss", "bc_loss", "policy_loss", "alpha_loss")
 
@@ -56,16 +56,8 @@ class Args(ref.Args, FastArgs):
 @contract.all_or_nothing
 @ref.flush_denormals
 def main(args: Args) -> dict:
-    runs = replica_args(args, ref.Args)  # one reference Args per seed, as `train_ilid.py --seed k` has them
-    for a in runs:
-        check_args(a, **ref.RULES)
+    runs, data, meta, spec = seed_runs(args, ref, ref.RULES, expert=True)  # one reference Args per seed
     d_steps, bc_steps = ref.stage_steps(runs[0])
-    if len({a.dataset for a in runs}) > 1:
-        raise ValueError(f"--dataset {args.dataset}: train_ilid.py trains on one dataset for every seed")
-    data, meta, spec = load(runs[0].dataset)
-    contract.require_expert(data, runs[0].dataset)
-    contract.check_paths({"--dataset": runs[0].dataset}, folders={"--out-dir": [a.out_dir for a in runs]},
-                         files={"--final-eval": [p for a in runs for p in final_eval_paths(a.final_eval, spec)]})
     exp_rows, sup_rows, aug = ref.ilid_rows(data, runs[0].dataset)
     method = args.method or ("ilid_ca" if aug.any() else "ilid")
     device = setup(args)

@@ -28,12 +28,11 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repo root
 
 import train_iswbc as ref  # noqa: E402
-from fast.replicas import (FastArgs, GraphedStep, IndexChunks, TorchStreams, load_replica,  # noqa: E402
-                           minibatch_generator, per_replica, replica_args, samples_on_device,
-                           stack_replicas)
+from fast.replicas import (FastArgs, GraphedStep, IndexChunks, load_replica, minibatch_generator,  # noqa: E402
+                           per_replica, samples_on_device, seed_runs, stack_replicas, TorchStreams)
 from oilca import contract  # noqa: E402
-from oilca.trainer import (Actor, Normalizer, artifact, check_args, final_eval_paths, finish,  # noqa: E402
-                           in_training_eval, is_eval_step, load, run_cli, run_facts, setup, start, training_rows)
+from training.trainer import (Actor, artifact, finish, in_training_eval, is_eval_step, Normalizer, run_cli,  # noqa: E402
+                              run_facts, setup, start, training_rows)
 
 
 @dataclass
@@ -43,15 +42,7 @@ class Args(ref.Args, FastArgs):
 
 @contract.all_or_nothing
 def main(args: Args) -> dict:
-    runs = replica_args(args, ref.Args)  # one reference Args per seed, as `train_iswbc.py --seed k` has them
-    for a in runs:
-        check_args(a, **ref.RULES)
-    if len({a.dataset for a in runs}) > 1:
-        raise ValueError(f"--dataset {args.dataset}: train_iswbc.py trains on one dataset for every seed")
-    data, meta, spec = load(runs[0].dataset)
-    contract.require_expert(data, runs[0].dataset)
-    contract.check_paths({"--dataset": runs[0].dataset}, folders={"--out-dir": [a.out_dir for a in runs]},
-                         files={"--final-eval": [p for a in runs for p in final_eval_paths(a.final_eval, spec)]})
+    runs, data, meta, spec = seed_runs(args, ref, ref.RULES, expert=True)  # one reference Args per seed
     _, aug, _ = training_rows(data)
     method = args.method or ("iswbc_ca" if aug.any() else "iswbc")
     exp_rows = np.flatnonzero(data["expert"])  # D_E: the collected expert rows and the counterfactual rows

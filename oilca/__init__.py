@@ -1,2 +1,2 @@
-"""Shared library code of the stages and trainers: the data contract, argument checks, the CLI, progress,
-the policy and its artifact, the iVAE network."""
+"""The ground of the project's shared code (it imports no other package of the project): the data contract, argument
+checks, the CLI, progress, and the iVAE network."""

@@ -33,7 +33,7 @@ run() {  # BENCHMARK [runner flags]; a finished row of Tables 1/2/6 also gets it
 if [ "$which" = table7 ]; then
   for c in ${CS:-}; do case $c in 1|2|4|5) ;; *) echo "tables.sh: CS must list feature sets among 1 2 4 5 (3 is Table 2's own runs), got '$c'" >&2; exit 2;; esac; done
   declare -A FEATURES  # Table 7's feature sets, as paper_results.py transcribes them
-  for c in 1 2 4 5; do FEATURES[$c]=$($PY -c "import paper_results; print(*paper_results.FEATURE_SETS[$c])") || exit 1; done
+  for c in 1 2 4 5; do FEATURES[$c]=$($PY -c "from analysis import paper_results; print(*paper_results.FEATURE_SETS[$c])") || exit 1; done
   for t in ${TASKS:-pushing picking}; do for c in ${CS:-1 2 4 5}; do
     run "cw:$t" --tag "t5-c$c" --methods oilca --collect-flags="--cw.features ${FEATURES[$c]}" "$@"
   done; done

@@ -241,7 +241,7 @@ def policy_for_dims(path: str, obs_dim: int, act_dim: int) -> None:
     import torch
 
     from oilca import contract
-    from oilca import policy
+    from training import policy
 
     torch.manual_seed(0)
     actor = policy.Actor(obs_dim, act_dim, hidden=8)
@@ -756,7 +756,7 @@ for _script, _flags in (("train_bc.py", ["--lr", "1e30", "--eval-every", "10", "
 case("diverged", "train_ivae", "train_ivae.py",
      lambda inp, t: stage_argv("train_ivae.py", inp, t, inp.data, "--lr", "1e30", "--total-steps", 20, "--log-every", 10),
      "diverged")
-case("diverged", "train_bc-seeds", "train_bc.py",
+case("diverged", "fast_train_bc-seeds", "fast/train_bc.py",
      lambda inp, t: ["--dataset", inp.data, "--out-dir", J(t, "r{seed}"), "--seeds", 0, 1, "--lr", "1e30", "--total-steps", 20,
                      "--eval-every", 10, "--eval-episodes", 0, "--hidden", 8, "--threads", 1], "diverged")
 

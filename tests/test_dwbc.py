@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from oilca import policy
+from training import policy
 import train_dwbc as D
 
 

@@ -18,7 +18,8 @@ import torch
 import fast.train_lobsdice as fast
 import train_lobsdice
 from conftest import one_line_error, run
-from oilca import contract, policy
+from oilca import contract
+from training import policy
 
 TINY = dict(hidden=16, batch_size=32, total_steps=100, loss_trace=100, eval_every=0, eval_episodes=0, threads=1)
 WITH_ROLLOUTS = dict(TINY, total_steps=20, loss_trace=20, eval_every=5, eval_episodes=1)

@@ -7,7 +7,7 @@ import torch
 
 from oilca import contract
 import evaluate
-from oilca import policy
+from training import policy
 import train_bc
 import train_dwbc
 

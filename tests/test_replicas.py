@@ -13,7 +13,8 @@ import train_bc
 from conftest import one_line_error, run
 from fast import replicas
 from fast import train_bc as fast_bc
-from oilca import contract, policy
+from oilca import contract
+from training import policy
 
 TINY = dict(hidden=16, batch_size=32, eval_every=0, eval_episodes=2, threads=1)
 STEPS = 100
@@ -140,3 +141,13 @@ def test_device_sampling_path(tiny_dataset, tmp_path, monkeypatch):
     assert traces[0] != ref  # the same initialisation, other minibatches than numpy's
     chunks = replicas.IndexChunks(lambda n: torch.arange(n * 2).reshape(n, 2), chunk=3)
     assert [chunks.next().tolist() for _ in range(4)] == [[0, 1], [2, 3], [4, 5], [0, 1]]
+
+
+def test_benchmark_script_times_reference_and_fast_path_side_by_side():
+    """scripts/benchmark_replicas.py on tiny settings: a row per method and path, the fast path's beside the reference."""
+    proc = run("scripts/benchmark_replicas.py", "--methods", "bc", "oril", "--steps", "10", "20", "--replicas", "2",
+               "--hidden", "16")
+    rows = [line.split() for line in proc.stdout.splitlines() if line.startswith(("bc ", "oril "))]
+    assert [(r[0], r[1], r[2]) for r in rows] == [("bc", "reference", "1"), ("bc", "fast", "2"),
+                                                  ("oril", "reference", "1"), ("oril", "fast", "2")]
+    assert all(float(r[3]) > 0 for r in rows)

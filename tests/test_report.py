@@ -314,7 +314,8 @@ def test_cli_help():
 
 
 # ------------------------------------------------------------------------------------------------- budget study
-# runner --budgets: `<method>_b<steps>_s<seed>_<split>.json`, the JSON's method without the budget. Seed scores:
+# runner --budgets: one run to the largest budget (train_args: total_steps 20000, checkpoints [5000]), its policy at
+# 5,000 steps saved on the way (policy_step 5000); the JSON's method without the budget. Seed scores:
 # 5,000 steps (train): bc_exp 0, 3, 6; dwbc 8, 19, 27; oilca 10, 20, 30 (seeds 0-2)
 # 20,000 steps (train): bc_exp 4, 5, 6 and dwbc 30, 40, 50 (seeds 0-2); oilca 45, 47, 100 on seeds 1-3
 # heldout: every score 1 lower
@@ -330,8 +331,9 @@ def budget_rows(env="toy"):
         for seed, score in per.items():
             for split, shift in (("train", 0.0), ("heldout", -1.0)):
                 prefix = "" if env == "toy" else report.env_slug(env) + "_"
+                facts = dict(train_args={"total_steps": 20000, "checkpoints": [5000]}, policy_step=steps)
                 out.append((f"{prefix}{method}_b{steps}_s{seed}_{split}.json",
-                            result(method, seed, split, score + shift, env=env, train_args={"total_steps": 20000})))
+                            result(method, seed, split, score + shift, env=env, **facts)))
     return out
 
 
@@ -343,16 +345,22 @@ def write_budget(folder, named):
     return str(folder)
 
 
-def test_budget_and_method_come_from_the_file_name():
-    r = result("dwbc", 3, "train", 1.0)
-    assert report.budget_method("results/toy/dwbc_b20000_s3_train.json", r) == "dwbc_b20000"
-    assert report.budget_method("x/dmc_walker_stand_dwbc_b020000_s3_train.json", r) == "dwbc_b20000"  # env prefix
-    assert report.budget_method("x/dwbc_s3_train.json", r) == "dwbc"  # no budget
-    assert report.budget_method("x/dwbc_b20000_s4_train.json", r) == "dwbc"  # another seed: not this result's name
-    assert report.budget_method("x/dwbc_b20000_s3_heldout.json", r) == "dwbc"  # another split
-    assert report.budget_method("x/bc_exp_b20000_s3_train.json", r) == "dwbc"  # another method
-    assert report.budget_method("x/oilca_dwbc_b5000_s3_train.json", r | {"method": "oilca_dwbc"}) == "oilca_dwbc_b5000"
-    assert report.budget_method("x/dwbc_b5000_s3_train.json", r | {"method": "dwbc_b5000"}) == "dwbc_b5000"  # carried
+def test_budget_and_method_come_from_the_run_facts():
+    """The budget of a result is read from its JSON (a budget run's train_args.checkpoints, the policy's
+    policy_step), never from its file name."""
+    run = {"total_steps": 20000, "checkpoints": [5000]}
+    r = result("dwbc", 3, "train", 1.0, train_args=run, policy_step=5000)
+    for path in ("results/toy/dwbc_b5000_s3_train.json", "x/anything.json", "x/dwbc_b20000_s4_heldout.json"):
+        assert report.budget_method(path, r) == "dwbc_b5000"
+    final = result("dwbc", 3, "train", 1.0, train_args=run, policy_step=20000)
+    assert report.budget_method("x/y.json", final) == "dwbc_b20000"
+    legacy = result("dwbc", 3, "train", 1.0, train_args=run)  # a final policy's result before policy_step was recorded
+    assert report.budget_method("x/y.json", legacy) == "dwbc_b20000"
+    plain = result("dwbc", 3, "train", 1.0, train_args={"total_steps": 20000}, policy_step=20000)
+    assert report.budget_method("x/dwbc_b20000_s3_train.json", plain) == "dwbc"  # no budget run: the name is no fact
+    assert report.budget_method("x/y.json", result("dwbc_b5000", 3, "train", 1.0, train_args=run)) == "dwbc_b5000"
+    with pytest.raises(report.ReportError, match="step count"):
+        report.budget_method("x/y.json", result("dwbc", 3, "train", 1.0, train_args={"checkpoints": [5]}))
     assert report.split_budget("oilca_r1.0_b5000") == ("oilca_r1.0", 5000) and report.split_budget("oilca_bc_all") \
         == ("oilca_bc_all", None)
     assert report.display("dwbc_b20000") == "DWBC (20,000 steps)"

@@ -28,7 +28,6 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from oilca import checks
 from oilca import contract
 import envs
 

@@ -26,7 +26,7 @@ import torch
 
 import envs
 from oilca import checks, cli, contract
-from oilca.policy import (EVAL_SEED, LOG_STD_MAX, LOG_STD_MIN, MU_MAX, Actor, Normalizer, artifact, bc_loss,  # noqa: F401
+from training.policy import (EVAL_SEED, LOG_STD_MAX, LOG_STD_MIN, MU_MAX, Actor, Normalizer, artifact, bc_loss,  # noqa: F401
                           check_checkpoints, checkpoint_name, cpu_threads, final_eval, final_eval_paths,
                           in_training_eval, nll, recorded_args)
 from oilca.progress import Progress
