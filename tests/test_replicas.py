@@ -14,7 +14,7 @@ from conftest import one_line_error, run
 from fast import replicas
 from fast import train_bc as fast_bc
 from oilca import contract
-from training import policy
+from training import policy, trainer
 
 TINY = dict(hidden=16, batch_size=32, eval_every=0, eval_episodes=2, threads=1)
 STEPS = 100
@@ -123,7 +123,7 @@ def test_progress_csv_grows_row_by_row_and_tensorboard(tiny_dataset, tmp_path, m
 
 
 def test_threads_default_to_every_core():
-    assert policy.cpu_threads(None) == len(os.sched_getaffinity(0)) and policy.cpu_threads(3) == 3
+    assert trainer.cpu_threads(None) == len(os.sched_getaffinity(0)) and trainer.cpu_threads(3) == 3
 
 
 def test_device_sampling_path(tiny_dataset, tmp_path, monkeypatch):

@@ -8,11 +8,8 @@
   actions between their bounds and [-1, 1].
 * `artifact`: the self-contained policy artifact (docs/contract.md) of the actor's deterministic head: with it,
   evaluate.py rolls a policy out without the script that trained it.
-* `in_training_eval`: the learning-curve return during training; `evaluate_and_save` / `final_eval`: the one
-  result JSON per (policy, split) that evaluate.py and every trainer's `--final-eval` write, and report.py reads.
-* Budgets: `check_checkpoints` validates a trainer's `--checkpoints` (policies also saved at earlier steps, as
-  `policy_step<N>.pt`, so one run to the largest budget gives every smaller budget's policy: with a constant
-  learning rate and the same minibatch stream, the policy at step N of a long run is the policy of an N-step run).
+* `in_training_eval`: the learning-curve return during training; `evaluate_and_save`: the one result JSON per
+  (policy, split) that evaluate.py and every trainer's `--final-eval` (training/trainer.py) write, and report.py reads.
 
 Seeds side by side, device-side sampling and CUDA graphs live in fast/replicas.py, never here.
 
@@ -20,9 +17,7 @@ A trainer that needs another policy class (BCND's Gaussian ensemble) defines it 
 through `contract.policy_artifact`, so evaluation never depends on the trainer.
 """
 
-import dataclasses
-import os
-from typing import Callable, List, Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 import numpy as np
 import torch
@@ -75,41 +70,6 @@ def nll(log_pi):
 def bc_loss(actor: Actor, obs, act):
     """The behaviour-cloning loss: the negative log-likelihood of the actions (nll)."""
     return nll(actor.log_prob(obs, act))
-
-
-def check_checkpoints(checkpoints: Sequence[int], total_steps: int) -> List[int]:
-    """`--checkpoints`: distinct steps in [1, --total-steps); a one-line ValueError otherwise. Returns them sorted."""
-    steps = sorted(set(int(c) for c in checkpoints))
-    if len(steps) != len(checkpoints) or any(not 1 <= c < total_steps for c in steps):
-        raise ValueError(f"--checkpoints {' '.join(map(str, checkpoints))}: need distinct steps between 1 and "
-                         f"--total-steps - 1 ({total_steps - 1})")
-    return steps
-
-
-def recorded_args(args) -> dict:
-    """A trainer's Args as its args.json and artifact record them: `--checkpoints` as a list, and the options that
-    change nothing in the result (`--checkpoints`, `--cuda-graph`) left out when unused, so runs made before these
-    options existed keep identical records."""
-    out = dataclasses.asdict(args)
-    for name, unused in (("checkpoints", ()), ("cuda_graph", False)):
-        if name in out:
-            if tuple(out[name]) == unused if name == "checkpoints" else out[name] == unused:
-                del out[name]
-            elif name == "checkpoints":
-                out[name] = list(out[name])
-    return out
-
-
-def checkpoint_name(step: int) -> str:
-    """The file of the policy saved at `step` by `--checkpoints` (beside policy.pt in the run folder)."""
-    return f"policy_step{step}.pt"
-
-
-def cpu_threads(threads: Optional[int]) -> int:
-    """`--threads`, or by default every core this process may run on."""
-    if threads:
-        return threads
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 class Normalizer:
@@ -202,27 +162,3 @@ def artifact_info(art: dict, path: Optional[str]) -> dict:
     if art.get("augmentation") is not None:
         info["augmentation"] = art["augmentation"]
     return info
-
-
-def final_eval_paths(out: Optional[str], spec: dict) -> list:
-    """The result files a trainer's `--final-eval OUT` will write on this env's splits (none without it); a
-    ValueError, before any training, when the env has several splits and OUT lacks `{split}`."""
-    if out is None:
-        return []
-    splits = envs.default_splits(spec)
-    if len(splits) > 1 and "{split}" not in out:
-        raise ValueError(f"--final-eval {out}: with several splits ({', '.join(splits)}) it must contain {{split}}")
-    return [out.replace("{split}", split) for split in splits]
-
-
-def final_eval(path: str, spec: dict, episodes: int, out: str, seed: int = EVAL_SEED) -> list:
-    """A trainer's `--final-eval`: evaluate the policy it just saved on every split its env has (train/heldout, or
-    CausalWorld's spaces A and B), with the evaluation seed of evaluate.py."""
-    art = contract.load_policy(path)
-    check_dims(path, art, spec)
-    splits = envs.default_splits(spec)
-    if len(splits) > 1 and "{split}" not in out:
-        raise ValueError("with several splits, --final-eval must contain {split}")
-    args = {"policy": path, "split": list(splits), "episodes": episodes, "seed": seed, "out": out}
-    return [evaluate_and_save(contract.build_policy(art), artifact_info(art, path), spec, split, None, episodes, seed,
-                              out, args) for split in splits]

@@ -15,20 +15,25 @@ of the project, so a copy of it is a new method that runs in the pipeline as it 
     run = start(args, spec, name)     # a fresh run folder and its progress.csv
     ...                               # the training loop; run.log(step, {...}, policy) at evaluation steps
     finish(run, args, spec, artifact(actor, norm, **run_facts(...)))   # policy.pt + args.json, then --final-eval
+
+Also here: `--checkpoints` (check_checkpoints, checkpoint_name: policies saved at earlier steps as policy_step<N>.pt,
+so one run to the largest budget gives every smaller budget's policy: with a constant learning rate and the same
+minibatch stream, the policy at step N of a long run is the policy of an N-step run), the recorded arguments, the
+default thread count and the final evaluation of a trainer's `--final-eval`.
 """
 
+import dataclasses
 import os
 from dataclasses import dataclass
-from typing import Optional
+from typing import List, Optional, Sequence
 
 import numpy as np
 import torch
 
 import envs
 from oilca import checks, cli, contract
-from training.policy import (EVAL_SEED, LOG_STD_MAX, LOG_STD_MIN, MU_MAX, Actor, Normalizer, artifact, bc_loss,  # noqa: F401
-                          check_checkpoints, checkpoint_name, cpu_threads, final_eval, final_eval_paths,
-                          in_training_eval, nll, recorded_args)
+from training.policy import (EVAL_SEED, LOG_STD_MAX, LOG_STD_MIN, MU_MAX, Actor, Normalizer, artifact,  # noqa: F401
+                             artifact_info, bc_loss, check_dims, evaluate_and_save, in_training_eval, nll)
 from oilca.progress import Progress
 
 run_cli = cli.run  # a trainer's __main__: parse its Args, run main, refusals as one `error: …` line
@@ -166,3 +171,62 @@ def finish(run: Run, args, spec: dict, policy_artifact: dict) -> None:
     run.folder.commit()
     if args.final_eval:
         final_eval(os.path.join(args.out_dir, "policy.pt"), spec, args.final_eval_episodes, args.final_eval)
+
+
+def check_checkpoints(checkpoints: Sequence[int], total_steps: int) -> List[int]:
+    """`--checkpoints`: distinct steps in [1, --total-steps); a one-line ValueError otherwise. Returns them sorted."""
+    steps = sorted(set(int(c) for c in checkpoints))
+    if len(steps) != len(checkpoints) or any(not 1 <= c < total_steps for c in steps):
+        raise ValueError(f"--checkpoints {' '.join(map(str, checkpoints))}: need distinct steps between 1 and "
+                         f"--total-steps - 1 ({total_steps - 1})")
+    return steps
+
+
+def recorded_args(args) -> dict:
+    """A trainer's Args as its args.json and artifact record them: `--checkpoints` as a list, and the options that
+    change nothing in the result (`--checkpoints`, `--cuda-graph`) left out when unused, so runs made before these
+    options existed keep identical records."""
+    out = dataclasses.asdict(args)
+    for name, unused in (("checkpoints", ()), ("cuda_graph", False)):
+        if name in out:
+            if tuple(out[name]) == unused if name == "checkpoints" else out[name] == unused:
+                del out[name]
+            elif name == "checkpoints":
+                out[name] = list(out[name])
+    return out
+
+
+def checkpoint_name(step: int) -> str:
+    """The file of the policy saved at `step` by `--checkpoints` (beside policy.pt in the run folder)."""
+    return f"policy_step{step}.pt"
+
+
+def cpu_threads(threads: Optional[int]) -> int:
+    """`--threads`, or by default every core this process may run on."""
+    if threads:
+        return threads
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def final_eval_paths(out: Optional[str], spec: dict) -> list:
+    """The result files a trainer's `--final-eval OUT` will write on this env's splits (none without it); a
+    ValueError, before any training, when the env has several splits and OUT lacks `{split}`."""
+    if out is None:
+        return []
+    splits = envs.default_splits(spec)
+    if len(splits) > 1 and "{split}" not in out:
+        raise ValueError(f"--final-eval {out}: with several splits ({', '.join(splits)}) it must contain {{split}}")
+    return [out.replace("{split}", split) for split in splits]
+
+
+def final_eval(path: str, spec: dict, episodes: int, out: str, seed: int = EVAL_SEED) -> list:
+    """A trainer's `--final-eval`: evaluate the policy it just saved on every split its env has (train/heldout, or
+    CausalWorld's spaces A and B), with the evaluation seed of evaluate.py."""
+    art = contract.load_policy(path)
+    check_dims(path, art, spec)
+    splits = envs.default_splits(spec)
+    if len(splits) > 1 and "{split}" not in out:
+        raise ValueError("with several splits, --final-eval must contain {split}")
+    args = {"policy": path, "split": list(splits), "episodes": episodes, "seed": seed, "out": out}
+    return [evaluate_and_save(contract.build_policy(art), artifact_info(art, path), spec, split, None, episodes, seed,
+                              out, args) for split in splits]
