@@ -115,14 +115,14 @@ class TorchStreams:
 
 
 def build_replicas(make: Callable[[], nn.Module], streams: TorchStreams, device) -> Tuple[nn.Module, List[nn.Module]]:
-    """One network per replica, made by `make()` on the replica's torch stream (as `--seed k` alone makes it), on
-    `device`: the plain network for one replica, the replicas stacked side by side (stack_replicas) for several.
-    Returns the network to train and the plain per-replica modules (where load_replica copies a replica back)."""
+    """R networks, replica k's made by `make()` on its own torch stream (as the reference run with seed k makes it, in
+    the reference's order of networks), stacked side by side (stack_replicas) on `device`, also for R = 1. Returns
+    the stacked network to train and the plain per-replica modules (where load_replica copies a replica back)."""
     nets = []
     for k in range(len(streams.states)):
         with streams.use(k):
             nets.append(make())
-    return (nets[0] if len(nets) == 1 else stack_replicas(nets)).to(device), nets
+    return stack_replicas(nets).to(device), nets
 
 
 def replica_values(x: torch.Tensor) -> list:

@@ -39,8 +39,8 @@ import torch.nn as nn
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repo root
 
 import train_ilid as ref  # noqa: E402
-from fast.replicas import (FastArgs, GraphedStep, IndexChunks, load_replica, minibatch_generator,  # noqa: E402
-                           per_replica, samples_on_device, seed_runs, stack_replicas, TorchStreams)
+from fast.replicas import (build_replicas, FastArgs, GraphedStep, IndexChunks, load_replica, minibatch_generator,  # noqa: E402
+                           per_replica, samples_on_device, seed_runs, TorchStreams)
 from oilca import checks, contract  # noqa: E402
 from training.trainer import (Actor, artifact, finish, in_training_eval, is_eval_step, nll, Normalizer,  # noqa: E402
                               Progress, run_cli, run_facts, setup, start)
@@ -72,13 +72,8 @@ def main(args: Args) -> dict:
 
     streams = TorchStreams([a.seed for a in runs])  # replica k's torch generator, as torch.manual_seed(k) starts it
 
-    def replicas(make):
-        """R networks, replica k's made on its stream (in the reference's order of networks), stacked."""
-        nets = []
-        for k in range(R):
-            with streams.use(k):
-                nets.append(make())
-        return stack_replicas(nets).to(device), nets
+    def replicas(make):  # replica k's networks made on its own stream, in the reference's order
+        return build_replicas(make, streams, device)
 
     # A step's rows [R, n·B]: B rows of each of replica k's pools in turn (pools[k], a list of row-number arrays)
     on_device = samples_on_device(device)

@@ -31,8 +31,8 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repo root
 
 import train_lobsdice as ref  # noqa: E402
-from fast.replicas import (FastArgs, GraphedStep, IndexChunks, load_replica, minibatch_generator,  # noqa: E402
-                           per_replica, samples_on_device, seed_runs, stack_replicas, TorchStreams)
+from fast.replicas import (build_replicas, FastArgs, GraphedStep, IndexChunks, load_replica, minibatch_generator,  # noqa: E402
+                           per_replica, samples_on_device, seed_runs, TorchStreams)
 from oilca import contract  # noqa: E402
 from training.trainer import (Actor, artifact, finish, in_training_eval, is_eval_step, Normalizer, run_cli,  # noqa: E402
                               run_facts, setup, start)
@@ -65,13 +65,8 @@ def main(args: Args) -> dict:
 
     streams = TorchStreams([a.seed for a in runs])  # replica k's torch generator, as torch.manual_seed(k) starts it
 
-    def replicas(make):
-        """R networks, replica k's made on its stream (so cost, ν, actor in the reference's order), stacked."""
-        nets = []
-        for k in range(R):
-            with streams.use(k):
-                nets.append(make())
-        return stack_replicas(nets).to(device), nets
+    def replicas(make):  # replica k's networks made on its own stream, in the reference's order
+        return build_replicas(make, streams, device)
 
     cost, _ = replicas(lambda: ref.critic(2 * obs_dim, args.hidden, args.n_hidden))
     nu, _ = replicas(lambda: ref.critic(obs_dim, args.hidden, args.n_hidden))
