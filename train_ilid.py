@@ -53,7 +53,7 @@ import torch
 import torch.nn as nn
 
 from oilca import contract
-from training.trainer import (Actor, Normalizer, Progress, TrainerArgs, artifact, bc_loss, check_args, check_outputs,
+from training.trainer import (transition_tensors, Actor, Normalizer, Progress, TrainerArgs, artifact, bc_loss, check_args, check_outputs,
                            checks, finish, in_training_eval, is_eval_step, load, run_cli, run_facts, setup, start,
                            training_rows)
 
@@ -237,9 +237,7 @@ def main(args: Args) -> dict:
     method = args.method or ("ilid_ca" if aug.any() else "ilid")
     device = setup(args)
     norm = Normalizer(data["observations"], meta["action_low"], meta["action_high"])  # D_E ∪ D_S, as the official code
-    obs = torch.as_tensor(norm.obs(data["observations"]), device=device)
-    next_obs = torch.as_tensor(norm.obs(data["next_observations"]), device=device)
-    act = torch.as_tensor(norm.act(data["actions"]), device=device)
+    obs, next_obs, act = transition_tensors(data, norm, device)
     obs_dim, act_dim, N, B = meta["obs_dim"], meta["act_dim"], len(obs), args.batch_size
     print(f"{method}: D_E {len(exp_rows)} rows ({aug.sum()} augmented), D_S {len(sup_rows)} rows ({args.dataset})")
 

@@ -39,7 +39,7 @@ import torch
 import torch.nn as nn
 
 from oilca import contract
-from training.trainer import (Actor, Normalizer, TrainerArgs, artifact, check_args, check_outputs, checks, finish,
+from training.trainer import (transition_tensors, Actor, Normalizer, TrainerArgs, artifact, check_args, check_outputs, checks, finish,
                            in_training_eval, is_eval_step, load, run_cli, run_facts, setup, start, training_rows)
 
 EPS2 = 1e-3  # inside the cost's log, as in the official code
@@ -184,9 +184,7 @@ def main(args: Args) -> dict:
     method = args.method or ("lobsdice_ca" if aug.any() else "lobsdice")
     device = setup(args)
     norm = Normalizer(data["observations"][unl_rows], meta["action_low"], meta["action_high"])
-    obs = torch.as_tensor(norm.obs(data["observations"]), device=device)
-    next_obs = torch.as_tensor(norm.obs(data["next_observations"]), device=device)
-    act = torch.as_tensor(norm.act(data["actions"]), device=device)
+    obs, next_obs, act = transition_tensors(data, norm, device)
     obs_dim, act_dim, N, B = meta["obs_dim"], meta["act_dim"], len(obs), args.batch_size
     print(f"{method}: expert (s, s') {len(exp_rows)} rows ({aug.sum()} augmented), union {N} rows, "
           f"{len(init_rows)} initial states ({args.dataset})")

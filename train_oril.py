@@ -33,7 +33,7 @@ import torch
 import torch.nn as nn
 
 from oilca import contract
-from training.trainer import (Actor, Normalizer, Progress, TrainerArgs, artifact, check_args, check_outputs, checks,
+from training.trainer import (transition_tensors, Actor, Normalizer, Progress, TrainerArgs, artifact, check_args, check_outputs, checks,
                            finish, in_training_eval, is_eval_step, load, run_cli, run_facts, setup, start,
                            training_rows)
 
@@ -165,9 +165,7 @@ def main(args: Args) -> dict:
     method = args.method or ("oril_ca" if aug.any() else "oril")
     device = setup(args)
     norm = Normalizer(data["observations"], meta["action_low"], meta["action_high"])  # every training row
-    obs = torch.as_tensor(norm.obs(data["observations"]), device=device)
-    next_obs = torch.as_tensor(norm.obs(data["next_observations"]), device=device)
-    act = torch.as_tensor(norm.act(data["actions"]), device=device)
+    obs, next_obs, act = transition_tensors(data, norm, device)
     done = torch.as_tensor(data["terminals"], dtype=torch.float32, device=device)
     obs_dim, act_dim, B = meta["obs_dim"], meta["act_dim"], args.batch_size
     print(f"{method}: D_E {len(exp_rows)} rows ({aug.sum()} augmented), D_U {len(unl_rows)} rows ({args.dataset})")

@@ -34,7 +34,7 @@ import train_lobsdice as ref  # noqa: E402
 from fast.replicas import (build_replicas, FastArgs, GraphedStep, IndexChunks, load_replica, minibatch_generator,  # noqa: E402
                            per_replica, samples_on_device, seed_runs, TorchStreams)
 from oilca import contract  # noqa: E402
-from training.trainer import (Actor, artifact, finish, in_training_eval, is_eval_step, Normalizer, run_cli,  # noqa: E402
+from training.trainer import (transition_tensors, Actor, artifact, finish, in_training_eval, is_eval_step, Normalizer, run_cli,  # noqa: E402
                               run_facts, setup, start)
 
 LOSSES = ("cost_loss", "nu_loss", "policy_loss")
@@ -55,9 +55,7 @@ def main(args: Args) -> dict:
     device = setup(args)
     graphed = args.cuda_graph and device.type == "cuda"
     norm = Normalizer(data["observations"][unl_rows], meta["action_low"], meta["action_high"])
-    obs = torch.as_tensor(norm.obs(data["observations"]), device=device)
-    next_obs = torch.as_tensor(norm.obs(data["next_observations"]), device=device)
-    act = torch.as_tensor(norm.act(data["actions"]), device=device)
+    obs, next_obs, act = transition_tensors(data, norm, device)
     obs_dim, act_dim, N, B, R = meta["obs_dim"], meta["act_dim"], len(obs), args.batch_size, len(runs)
     print(f"{method}: expert (s, s') {len(exp_rows)} rows ({aug.sum()} augmented), union {N} rows, "
           f"{len(init_rows)} initial states ({args.dataset}), seeds {[a.seed for a in runs]} side by side"

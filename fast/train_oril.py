@@ -37,7 +37,7 @@ import train_oril as ref  # noqa: E402
 from fast.replicas import (build_replicas, FastArgs, GraphedStep, IndexChunks, load_replica, minibatch_generator,  # noqa: E402
                            per_replica, samples_on_device, seed_runs, TorchStreams)
 from oilca import checks, contract  # noqa: E402
-from training.trainer import (Actor, artifact, finish, in_training_eval, is_eval_step, Normalizer, Progress,  # noqa: E402
+from training.trainer import (transition_tensors, Actor, artifact, finish, in_training_eval, is_eval_step, Normalizer, Progress,  # noqa: E402
                               run_cli, run_facts, setup, start)
 
 IQL_LOSSES = ("v_loss", "q_loss", "actor_loss")
@@ -57,9 +57,7 @@ def main(args: Args) -> dict:
     device = setup(args)
     graphed = args.cuda_graph and device.type == "cuda"
     norm = Normalizer(data["observations"], meta["action_low"], meta["action_high"])
-    obs = torch.as_tensor(norm.obs(data["observations"]), device=device)
-    next_obs = torch.as_tensor(norm.obs(data["next_observations"]), device=device)
-    act = torch.as_tensor(norm.act(data["actions"]), device=device)
+    obs, next_obs, act = transition_tensors(data, norm, device)
     done = torch.as_tensor(data["terminals"], dtype=torch.float32, device=device)
     obs_dim, act_dim, N, B, R = meta["obs_dim"], meta["act_dim"], len(obs), args.batch_size, len(runs)
     print(f"{method}: D_E {len(exp_rows)} rows ({aug.sum()} augmented), D_U {len(unl_rows)} rows ({args.dataset}), "

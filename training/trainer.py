@@ -89,6 +89,14 @@ def training_rows(data: dict):
     return data["expert"] & ~aug, aug, ~data["expert"] & ~aug
 
 
+def transition_tensors(data: dict, norm: Normalizer, device: torch.device):
+    """(observations, next observations, actions) of every row, normalised by `norm` (whose statistics each method
+    chooses), as tensors on `device`."""
+    return (torch.as_tensor(norm.obs(data["observations"]), device=device),
+            torch.as_tensor(norm.obs(data["next_observations"]), device=device),
+            torch.as_tensor(norm.act(data["actions"]), device=device))
+
+
 def check_outputs(args, spec: dict, inputs: Optional[dict] = None) -> None:
     """Refuse, before training, outputs that would overwrite an input or cannot be written (one line)."""
     contract.check_paths(inputs or {"--dataset": args.dataset}, folders={"--out-dir": args.out_dir},
