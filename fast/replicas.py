@@ -125,11 +125,6 @@ def build_replicas(make: Callable[[], nn.Module], streams: TorchStreams, device)
     return stack_replicas(nets).to(device), nets
 
 
-def replica_values(x: torch.Tensor) -> list:
-    """A logged quantity as one float per replica: [R] (or a scalar for one replica)."""
-    return x.reshape(-1).tolist()
-
-
 def log_replicas(logs: List[list], progs: Sequence, runs: Sequence, step: int, cols: dict, method: str,
                  key: str = "step") -> None:
     """One logged row per replica: {key: step, name: cols[name][k], …} appended to logs[k] and to replica k's
