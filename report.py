@@ -92,12 +92,14 @@ DISPLAY = {"bc_exp": "BC-exp", "bc_all": "BC-all", "oril": "ORIL", "oril_ca": "O
            "oilca_copy": "no counterfactual (partner's own s′)",
            "oilca_authors": "authors' path (reconstruct + adaptive η)",
            "oilca_reconstruct": "authors' reconstruct rows, fixed η", "oilca_adaptive_eta": "OILCA with the authors' adaptive η",
-           "dwbc_expert_data": "DWBC + true expert rows",
+           "dwbc_expert_data": "DWBC + true expert rows", "oilca_matched": "OILCA, sampler matched to the budget",
            "reference_expert": "expert (reference)", "reference_random": "random (reference)"}
 RATIO = re.compile(r"^(?P<base>.+)_r(?P<ratio>\d+(?:\.\d*)?)$")  # `<method>_r<ratio>`: the same method at another ratio
 BUDGET = re.compile(r"^(?P<base>.+)_b(?P<steps>\d+)$")  # `<method>_b<steps>`: the policy after <steps> gradient steps
-BUDGET_GAPS = (("oilca", "dwbc"), ("oilca", "bc_exp"))  # the budget table's paired gaps, at each budget
-BUDGET_POI = (("oilca", "dwbc"),)  # and its P(X > Y)
+SELECTED = re.compile(r"^(?P<base>.+)_sel$")  # `<method>_sel`: the method at the budget select_budget.py chose
+BUDGET_GAPS = (("oilca", "dwbc"), ("oilca", "bc_exp"), ("oilca_matched", "dwbc"),
+               ("oilca_matched", "bc_exp"))  # the budget table's paired gaps, at each budget (where both ran)
+BUDGET_POI = (("oilca", "dwbc"), ("oilca_matched", "dwbc"))  # and its P(X > Y)
 DEFAULT_PAIRS = (("oilca", "dwbc"), ("oril_ca", "oril"), ("bcnd_ca", "bcnd"), ("ilid_ca", "ilid"),
                  ("iswbc_ca", "iswbc"))  # P(X > Y); + every oilca_<x> vs oilca
 DEFAULT_GAPS = (("oilca", "dwbc"), ("oilca", "bc_exp"), ("oilca_bc_all", "bc_all"), ("oilca_dwbc", "dwbc"),
@@ -174,9 +176,18 @@ def split_budget(method: str):
     return (m["base"], int(m["steps"])) if m and not m["base"].startswith("reference_") else (method, None)
 
 
+def split_selected(method: str):
+    """(base, True) for `<base>_sel` (select_budget.py's choice of budget), else (method, False)."""
+    m = SELECTED.match(method)
+    return (m["base"], True) if m else (method, False)
+
+
 def display(method: str) -> str:
     """The readable name: DISPLAY's, `<name> (ratio r)` for a `_r<ratio>` variant, `<name> (n steps)` for a
-    `_b<steps>` variant, else the id itself."""
+    `_b<steps>` variant, `<name> (selected budget)` for a `_sel` one, else the id itself."""
+    base, selected = split_selected(method)
+    if selected:
+        return f"{display(base)} (budget chosen on held-out D_E)"
     base, steps = split_budget(method)
     if steps is not None:
         return f"{display(base)} ({steps:,} steps)"
@@ -188,9 +199,11 @@ def order_key(method: str):
     """Table order: MAIN_METHODS, then CONTROLS (each family: the plain method, then its ratios ascending, each
     followed by its `_b<steps>` budgets ascending), then other methods by name (each before its budgets), then the
     references."""
-    plain, steps = split_budget(method)
+    plain, selected = split_selected(method)
+    plain, steps = split_budget(plain)
+    steps = math.inf if selected else steps  # a family's selected budget after its fixed budgets
     base, ratio = split_ratio(plain)
-    families = MAIN_METHODS + CONTROLS
+    families = MAIN_METHODS + CONTROLS + ("oilca_matched",)
     if method.startswith("reference_"):
         return (2, 0, 0, 0.0, method)
     if base in families:
@@ -213,7 +226,8 @@ def method_pairs(methods, extra: list) -> list:
     """DEFAULT_PAIRS, then every oilca_<x> vs oilca (budget variants aside: the budget table compares them), then
     `extra`; only pairs whose two methods are in `methods`."""
     pairs = list(DEFAULT_PAIRS) + [(m, "oilca") for m in sorted(methods, key=order_key)
-                                   if m.startswith("oilca_") and split_budget(m)[1] is None]
+                                   if m.startswith("oilca_") and split_budget(m)[1] is None
+                                   and not split_selected(m)[1]]
     pairs += [p for p in extra if p not in pairs]
     return [(x, y) for x, y in pairs if x in methods and y in methods]
 
@@ -253,7 +267,11 @@ def budget_method(path: str, r: dict) -> str:
     steps with --checkpoints 5000 20000 → `dwbc_b50000`; its policy saved at step 20,000 → `dwbc_b20000`. The file
     name plays no part."""
     train_args = r.get("train_args") if isinstance(r.get("train_args"), dict) else {}
-    if not train_args.get("checkpoints") or split_budget(r["method"])[1] is not None:
+    labelled = split_budget(r["method"])[1]
+    if labelled is not None and isinstance(r.get("policy_step"), int) and r["policy_step"] != labelled:
+        raise ReportError(f"{path}: method {r['method']} names {labelled} steps, but its policy_step is "
+                          f"{r['policy_step']}")
+    if "budget_selection" in r or not train_args.get("checkpoints") or labelled is not None:
         return r["method"]
     steps = r.get("policy_step") if r.get("policy_step") is not None else train_args.get("total_steps")
     if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
@@ -384,13 +402,33 @@ def budget_study(scores: dict, splits: tuple, n_resamples: int) -> dict:
     """The budget study of one env's seed scores: {"cells": [{split, family, budget, method, seeds, **cell}],
     "gaps": [{split, budget, x, y, seeds, **cell of x − y}] for BUDGET_GAPS, "probability_of_improvement": [{split,
     budget, x, y, p, ci, n_x, n_y}] for BUDGET_POI}; x and y are families, compared at the same budget (their
-    `_b<steps>` methods); seeds paired as in gap_entries. Empty lists when no `_b<steps>` method exists."""
+    `_b<steps>` methods); seeds paired as in gap_entries. Empty lists when no `_b<steps>` method exists. With
+    select_budget.py's results (`<family>_sel`, the budget chosen on held-out D_E episodes) also "selected_cells"
+    and "selected_gaps" (the same entries with budget "selected"), kept apart so the budget axis stays numeric."""
     at, method = defaultdict(dict), {}  # (family, split) -> {steps: {seed: score}}; (family, steps) -> method id
     for (m, s), v in scores.items():
         fam, steps = split_budget(m)
         if steps is not None and s in dict(splits):
             at[(fam, s)][steps], method[(fam, steps)] = v, m
+    chosen = {}  # (family, split) -> {seed: score} at the selected budget
+    for (m, s), v in scores.items():
+        fam, selected = split_selected(m)
+        if selected and s in dict(splits) and any(f == fam for f, _ in at):
+            chosen[(fam, s)] = v
     out = {"cells": [], "gaps": [], "probability_of_improvement": []}
+    if chosen:
+        out.update(selected_cells=[], selected_gaps=[])
+        for split, _ in splits:
+            for fam in sorted({f for f, s in chosen if s == split}, key=order_key):
+                v = chosen[(fam, split)]
+                out["selected_cells"].append({"split": split, "family": fam, "budget": "selected",
+                                              "method": f"{fam}_sel", "seeds": sorted(v),
+                                              **stats.cell(list(v.values()), n_resamples)})
+            for x, y in BUDGET_GAPS:
+                if (x, split) in chosen and (y, split) in chosen:
+                    gap = stats.paired_gap(chosen[(x, split)], chosen[(y, split)], n_resamples)
+                    if gap:
+                        out["selected_gaps"].append({"split": split, "budget": "selected", "x": x, "y": y, **gap})
     for split, _ in splits:
         for fam in sorted({f for f, s in at if s == split}, key=order_key):
             for steps, v in sorted(at[(fam, split)].items()):
@@ -417,18 +455,19 @@ def budget_table(study: dict, splits: tuple, digits: int = 2) -> str:
     if not study["cells"]:
         return ""
     titles = dict(splits)
-    cells = {(c["family"], c["split"], c["budget"]): c for c in study["cells"]}
+    cells = {(c["family"], c["split"], c["budget"]): c for c in study["cells"] + study.get("selected_cells", [])}
     fams = sorted({c["family"] for c in study["cells"]}, key=order_key)
     columns = [(f, s) for f in fams for s, _ in splits if any(k[:2] == (f, s) for k in cells)]
-    budgets = sorted({c["budget"] for c in study["cells"]})
+    budgets = sorted({c["budget"] for c in study["cells"]}) + (["selected"] if study.get("selected_cells") else [])
+    row = lambda b: f"{b:,}" if b != "selected" else "chosen on held-out D_E"  # noqa: E731
     lines = ["| budget (steps) | " + " | ".join(f"{display(f)}, {titles[s]}" for f, s in columns) + " |",
              "|---" * (len(columns) + 1) + "|"]
     for b in budgets:
         texts = [f"{stats.cell_text(c, digits)} ({c['n']})" if (c := cells.get((f, s, b))) else "—"
                  for f, s in columns]
-        lines.append(f"| {b:,} | " + " | ".join(texts) + " |")
+        lines.append(f"| {row(b)} | " + " | ".join(texts) + " |")
     pairs = {}  # (kind, x, y, split) -> {budget: text}
-    for e in study["gaps"]:
+    for e in study["gaps"] + study.get("selected_gaps", []):
         pairs.setdefault(("gap", e["x"], e["y"], e["split"]), {})[e["budget"]] = \
             f"{stats.cell_text(e, digits)} ({e['n']})"
     for e in study["probability_of_improvement"]:
@@ -440,8 +479,8 @@ def budget_table(study: dict, splits: tuple, digits: int = 2) -> str:
         head = [(f"{display(x)} − {display(y)}" if k == "gap" else f"P({display(x)} > {display(y)})")
                 + f", {titles[s]}" for k, x, y, s in cols]
         lines += ["", "| budget (steps) | " + " | ".join(head) + " |", "|---" * (len(cols) + 1) + "|"]
-        for b in sorted({b for v in pairs.values() for b in v}):
-            lines.append(f"| {b:,} | " + " | ".join(pairs[c].get(b, "—") for c in cols) + " |")
+        for b in [b for b in budgets if any(b in v for v in pairs.values())]:
+            lines.append(f"| {row(b)} | " + " | ".join(pairs[c].get(b, "—") for c in cols) + " |")
     return "\n".join(lines)
 
 

@@ -53,8 +53,10 @@ import hashlib
 import json
 import os
 import shlex
+import signal
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -86,7 +88,11 @@ VARIANTS = {
     "dwbc_expert_data": dict(flags=("--mode", "expert_data"), ivae=False),
 }
 METHODS = ("bc_exp", "bc_all", "dwbc", "oilca") + BASELINES + tuple(m for m in VARIANTS if m != "oilca")
-KNOWN = METHODS + NEWER  # every method --methods accepts; METHODS (the dmc/cw default) leaves NEWER out
+# the budget study's OILCA with its sampler trained as long as the policy: at budget b, BC-exp's policy after b steps
+# labels the rows (the authors' procedure); plain `oilca` keeps its sampler at --steps at every budget
+MATCHED = "oilca_matched"
+BUDGET_FAMILIES = ("bc_exp", "bc_all", "dwbc", "oilca", MATCHED)  # the methods a budget run saves at every budget
+KNOWN = METHODS + NEWER + (MATCHED,)  # every method --methods accepts; METHODS (the dmc/cw default) leaves NEWER out
 SELECT_CANDIDATES = ("bc_exp", "bc_all", "dwbc")  # the samplers select_sampler.py chooses among
 SAC_SNAPSHOTS = (10_000, 30_000, 60_000, 100_000, 200_000)  # train_behavior.py's default --snapshot-steps
 # The paper's Table 5: episodes collected and episodes in D_E per task (the toy's Appendix C.1 recipe is toy:paper)
@@ -154,8 +160,12 @@ class Args:
     """|augmented D_E| / |D_U| of OILCA and the +CA baselines (cpu 0.5, paper 1.0)"""
     budgets: Tuple[int, ...] = ()
     """budget study: train every BC/DWBC/OILCA method once to the largest of these policy steps, saving its policy at
-    the others (--checkpoints), and evaluate each: results <method>_b<steps>_s<seed>_<split>.json. The samplers of
-    the augmentation stay at --steps, so the augmented data are the same at every budget"""
+    the others (--checkpoints), and evaluate each: results <method>_b<steps>_s<seed>_<split>.json. OILCA's sampler
+    stays at --steps (the same augmented data at every budget); method oilca_matched trains OILCA anew at each budget
+    b on rows labelled by BC-exp's policy after b steps. The other baselines train once, to the largest budget"""
+    select_budget_folds: int = 0
+    """budget study: choose each method's budget without rollouts, by the held-out error of its expert actions
+    (select_budget.py) on folds 0..N-1 of the --select-folds split of D_E (training seed 0); adds <method>_sel results"""
     fig5_ratios: Optional[Tuple[float, ...]] = None
     """further OILCA ratios (method oilca_r<ratio>) for Fig. 5 (toy: 0.1 1.0; others: none)"""
     fig5_seeds: Optional[Tuple[int, ...]] = None
@@ -241,6 +251,27 @@ def resolve(args: Args) -> Tuple[Args, dict]:
     except ValueError as e:
         toys = " ".join(k for k in PRESETS if k.startswith("toy:"))
         raise SystemExit(f"error: --benchmark: {e} (or a toy preset: {toys})")
+    if backend not in PRESETS:
+        raise SystemExit(f"error: --benchmark {args.benchmark}: the runner has no preset for {backend} datasets "
+                         f"(toy, dmc:<task>, cw:<task>); run the stages by hand (docs/minari.md)")
+    if backend == "dmc":  # an unknown task is refused before anything is created
+        import warnings
+        from envs import dmc
+        try:
+            with warnings.catch_warnings():  # dm_control's import warns when no GL library is found: not used here
+                warnings.simplefilter("ignore")
+                from dm_control import suite
+        except ImportError:  # checked again by collect_data.py where dm_control is installed
+            suite = None
+        try:
+            known = suite is None or tuple(dmc.split_name(task)) in suite.ALL_TASKS
+        except ValueError as e:
+            raise SystemExit(f"error: --benchmark: {e}")
+        if not known:
+            raise SystemExit(f"error: --benchmark {args.benchmark}: unknown DeepMind Control task (Table 1's: "
+                             f"{' '.join(dmc.TABLE1_TASKS)})")
+    if os.path.exists(args.root) and not os.path.isdir(args.root):
+        raise SystemExit(f"error: --root {args.root}: not a folder")
     base = backend + ("_" + task if task else "")
     if args.protocol == "paper" and not args.tag:  # its own files (toy:paper's CPU runs already use toy_paper)
         args.tag = "protocol" if base.endswith("_paper") else "paper"
@@ -277,7 +308,7 @@ def resolve(args: Args) -> Tuple[Args, dict]:
                       ratio=checks.Real(0, 100), fig5_ratios=checks.Real(0, 100), fig5_seeds=checks.SEED,
                       data_episodes=checks.COUNT, sac_steps=checks.COUNT, act_eps=checks.OPEN_UNIT, jobs=checks.COUNT,
                       threads=checks.COUNT, gpus=checks.NON_NEGATIVE, data_seed=checks.SEED,
-                      select_folds=checks.Int(2, 1000))
+                      select_folds=checks.Int(2, 1000), select_budget_folds=checks.COUNT0)
         for name in ("collect_flags", "ivae_flags", "train_flags"):
             try:
                 shlex.split(getattr(args, name))
@@ -302,10 +333,19 @@ def resolve(args: Args) -> Tuple[Args, dict]:
     if args.budgets:
         if len(set(args.budgets)) != len(args.budgets) or min(args.budgets) < 1:
             raise SystemExit(f"error: --budgets: need distinct positive step counts, got {list(args.budgets)}")
-        no_checkpoints = [m for m in args.methods if m in BASELINES + NEWER]
-        if no_checkpoints:
-            raise SystemExit(f"error: --budgets: {' '.join(no_checkpoints)} cannot save their policy on the way "
-                             f"(--checkpoints is in train_bc.py and train_dwbc.py): run them without --budgets")
+        others = [m for m in args.methods if m not in BUDGET_FAMILIES + BASELINES + NEWER]
+        if others:
+            raise SystemExit(f"error: --budgets: {' '.join(others)} have no budget study (it runs "
+                             f"{' '.join(BUDGET_FAMILIES)}, and the baselines at the largest budget)")
+    elif MATCHED in args.methods:
+        raise SystemExit(f"error: --methods {MATCHED}: only with --budgets (without it OILCA's sampler already trains "
+                         f"for --steps, as the policy does)")
+    if args.select_budget_folds:
+        if not args.budgets:
+            raise SystemExit("error: --select-budget-folds: only with --budgets (it chooses among them)")
+        if args.select_budget_folds > args.select_folds:
+            raise SystemExit(f"error: --select-budget-folds {args.select_budget_folds}: at most --select-folds "
+                             f"({args.select_folds})")
     if args.solo and args.backend != "local":
         raise SystemExit("error: --solo: the local backend only (a Ray task asks for its CPUs and GPUs instead)")
     if set(args.sweep_methods) - set(VARIANTS):
@@ -352,6 +392,11 @@ def build(args: Args, p: dict) -> List[Job]:
 
     def add(name, stage, argv, inputs=(), outputs=(), gpus=0.0, home=None):
         home = home or runs  # where the job's log and record live
+        same = [j for j in jobs if j.name == name]
+        if same:  # a job two parts of the study share (e.g. a fold's BC-exp sampler): added once
+            if same[0].argv != list(map(str, argv)):
+                raise AssertionError(f"runner: two different jobs named {name}")
+            return
         jobs.append(Job(name, stage, list(map(str, argv)), list(inputs), list(outputs), gpus=gpus,
                         log=path(home, "logs", name + ".log"), record=path(home, ".jobs", name + ".json"),
                         backend=p["kind"]))
@@ -390,7 +435,7 @@ def build(args: Args, p: dict) -> List[Job]:
                 wanted[(m, seed)] = rs
     aug = lambda m, r, s: path("data", f"{slug}_aug{'' if m == 'oilca' else '_' + m}_r{r}_s{s}.npz")  # noqa: E731
     ivae = path(runs, "ivae", "ivae.pt")
-    if any(VARIANTS[m].get("ivae", True) for m, _ in wanted):
+    if any(VARIANTS[m].get("ivae", True) for m, _ in wanted) or MATCHED in args.methods:
         add("ivae", "ivae", ["train_ivae.py", "--dataset", data, "--out-dir", os.path.dirname(ivae), "--seed", 0,
                              "--total-steps", args.ivae_steps, *threads, *p["ivae_flags"],
                              *shlex.split(args.ivae_flags), *cuda, "--force"],
@@ -399,18 +444,20 @@ def build(args: Args, p: dict) -> List[Job]:
     fast = args.fast or args.gpus > 0  # the fast path (fast/train_*.py): seeds side by side, CUDA graphs on a GPU
     fast_groups: Dict[tuple, list] = {}  # (label, stage, script, flags, method, evals, budget) -> [(seed, dataset)]
 
-    def train(name, stage, seed, script, dataset, *flags, method=None, evals=True, budget=False):
-        """One trainer job per seed; with the fast path, the seeds of a label are gathered (flush_fast)."""
+    def train(name, stage, seed, script, dataset, *flags, method=None, evals=True, budget=False, steps=None):
+        """One trainer job per seed; with the fast path, the seeds of a label are gathered (flush_fast). `steps`:
+        --total-steps when not --steps."""
         if fast and os.path.isfile(os.path.join(REPO, "fast", script)):
-            key = (name.rsplit("_s", 1)[0], stage, script, flags, method, evals, budget)
+            key = (name.rsplit("_s", 1)[0], stage, script, flags, method, evals, budget, steps)
             fast_groups.setdefault(key, []).append((seed, dataset))
             return
-        trainer_job(name.rsplit("_s", 1)[0], stage, [seed], script, dataset, flags, method, evals, budget, name)
+        trainer_job(name.rsplit("_s", 1)[0], stage, [seed], script, dataset, flags, method, evals, budget, name,
+                    steps=steps)
 
-    def trainer_job(label, stage, seeds, script, dataset, flags, method, evals, budget, name=None):
+    def trainer_job(label, stage, seeds, script, dataset, flags, method, evals, budget, name=None, steps=None):
         """The job of a trainer: the reference script for one seed, or fast/<script> for `seeds` side by side (its
         --out-dir and --final-eval then hold `{seed}`, and --dataset too where each seed has its own dataset)."""
-        steps, checkpoints, tag = args.steps, [], label
+        steps, checkpoints, tag = steps or args.steps, [], label
         if budget and args.budgets:  # the budget study: one run to the largest budget, the others saved on the way
             steps, checkpoints = max(args.budgets), sorted(b for b in args.budgets if b != max(args.budgets))
             tag, stage = f"{label}_b{steps}", "budgets"
@@ -440,7 +487,7 @@ def build(args: Args, p: dict) -> List[Job]:
             outputs += [os.path.join(folder, "policy.pt")] + saved
             outputs += [result.replace("{seed}", str(seed)).replace("{split}", sp) for sp in p["splits"]] if evals else []
         add(name, stage, argv + [*shlex.split(args.train_flags), *cuda], sorted(set(inputs)), outputs, gpus=args.gpus)
-        for seed in seeds:
+        for seed in seeds if evals else ():
             for b in checkpoints:  # each smaller budget's policy, scored as the final one is
                 policy = os.path.join(out.replace("{seed}", str(seed)), f"policy_step{b}.pt")
                 scored = path(res, f"{label}_b{b}_s{seed}_{{split}}.json")
@@ -451,24 +498,25 @@ def build(args: Args, p: dict) -> List[Job]:
     def flush_fast():
         """The gathered fast-path trainings: one job for all seeds of a label when they share the dataset (or, for
         DWBC/OILCA, when each seed's dataset differs only by its seed), else one fast job per seed."""
-        for (label, stage, script, flags, method, evals, budget), members in fast_groups.items():
+        for (label, stage, script, flags, method, evals, budget, steps), members in fast_groups.items():
             seeds = [s for s, _ in members]
             datasets = {d for _, d in members}
             pattern = members[0][1].replace(f"_s{seeds[0]}.npz", "_s{seed}.npz")
             if len(datasets) == 1:
-                trainer_job(label, stage, seeds, "fast/" + script, members[0][1], flags, method, evals, budget)
+                trainer_job(label, stage, seeds, "fast/" + script, members[0][1], flags, method, evals, budget,
+                            steps=steps)
             elif script == "train_dwbc.py" and all(d == pattern.replace("{seed}", str(s)) for s, d in members):
-                trainer_job(label, stage, seeds, "fast/" + script, pattern, flags, method, evals, budget)
+                trainer_job(label, stage, seeds, "fast/" + script, pattern, flags, method, evals, budget, steps=steps)
             else:
                 for s, d in members:
-                    trainer_job(f"{label}", stage, [s], "fast/" + script, d, flags, method, evals, budget)
+                    trainer_job(f"{label}", stage, [s], "fast/" + script, d, flags, method, evals, budget, steps=steps)
         fast_groups.clear()
 
     samplers = {VARIANTS[m].get("sampler") for m, _ in wanted}
     for seed in args.seeds:  # BC-exp / BC-all: methods, samplers, and the selection's candidates
         for kind in ("expert", "all"):
             name = "bc_" + kind.replace("expert", "exp")
-            as_method = name in args.methods and args.budgets
+            as_method = (name in args.methods or (name == "bc_exp" and MATCHED in args.methods)) and args.budgets
             if (name in args.methods and not args.budgets) or name in samplers or "selected" in samplers:
                 train(f"{name}_s{seed}", "bc", seed, "train_bc.py", data, "--data", kind)
             if as_method:
@@ -526,11 +574,90 @@ def build(args: Args, p: dict) -> List[Job]:
                 stage = "dwbc_oilca" if r == args.ratio else "fig5_ratios"
                 train(f"{name}_s{seed}", stage, seed, "train_dwbc.py", aug(m, r, seed), *VARIANTS[m].get("train", ()),
                       method=None if name == "oilca" else name, budget=r == args.ratio)
+    top = max(args.budgets) if args.budgets else None
+
+    def budget_policy(run: str, b: int) -> str:
+        """The policy after b steps of a budget run (one run to the largest budget, the others saved on the way)."""
+        return os.path.join(run, "policy.pt" if b == top else f"policy_step{b}.pt")
+
+    def matched(prefix, dataset, ivae_ckpt, bc_run, seed, **kw):
+        """OILCA with its sampler matched to the budget: at each budget b, BC-exp's policy after b steps (of the
+        BC-exp budget run `bc_run`) labels the rows of a fresh augmentation, and OILCA trains b steps on it."""
+        for b in sorted(args.budgets):
+            out = dataset.replace(".npz", f"_aug_m{b}_r{args.ratio}_s{seed}.npz")
+            sampler = budget_policy(bc_run, b)
+            add(f"augment{prefix}_m{b}_r{args.ratio}_s{seed}", "augment",
+                ["augment.py", "--dataset", dataset, "--ivae", ivae_ckpt, "--sampler", sampler, "--ratio", args.ratio,
+                 "--seed", seed, "--out", out, *threads], [dataset, ivae_ckpt, sampler], [out])
+            label = f"{MATCHED}_b{b}"
+            train(f"{'bsel_' + label + prefix if prefix else label}_s{seed}", "dwbc_oilca" if not prefix else
+                  "select_budget", seed, "train_dwbc.py", out, method=label, steps=b, **kw)
+
+    if MATCHED in args.methods:
+        for seed in args.seeds:
+            matched("", data, ivae, path(runs, f"bc_exp_b{top}_s{seed}"), seed)
     for seed in args.seeds:
         for m in (m for m in BASELINES + NEWER if m in args.methods):
             dataset = aug("oilca", args.ratio, seed) if m.endswith("_ca") else data
             stage = "newer" if m in NEWER else "baselines"  # its own timing.json entry: an opt-in run keeps "baselines"
-            train(f"{m}_s{seed}", stage, seed, f"train_{m.replace('_ca', '')}.py", dataset)
+            if args.budgets:  # the budget study: the baselines (no --checkpoints) train once, to the largest budget
+                train(f"{m}_b{top}_s{seed}", stage, seed, f"train_{m.replace('_ca', '')}.py", dataset, steps=top,
+                      method=f"{m}_b{top}")
+            else:
+                train(f"{m}_s{seed}", stage, seed, f"train_{m.replace('_ca', '')}.py", dataset)
+    if args.select_budget_folds:  # the budget chosen without rollouts: fold runs of seed 0, scored on held-out D_E
+        K, fams = args.select_folds, [m for m in BUDGET_FAMILIES if m in args.methods]
+        fold = lambda k: path("data", f"{slug}_cv{K}_f{k}.npz")  # noqa: E731
+        held = lambda k: path("data", f"{slug}_cv{K}_f{k}_heldout.npz")  # noqa: E731
+        for k in range(args.select_budget_folds):
+            add(f"cv_split_f{k}", "select", ["cv_split.py", "--dataset", data, "--folds", K, "--fold", k, "--seed", 0,
+                                             "--out", fold(k), "--heldout-out", held(k), "--force"], [data], [fold(k), held(k)])
+            for name in ("bc_exp", "bc_all", "dwbc"):
+                if name in fams or (name == "bc_exp" and MATCHED in fams):
+                    flags = () if name == "dwbc" else ("--data", "all" if name == "bc_all" else "expert")
+                    train(f"bsel_{name}_f{k}_s0", "select_budget", 0, f"train_{name.split('_')[0]}.py", fold(k),
+                          *flags, method=name, evals=False, budget=True)
+            if "oilca" in fams or MATCHED in fams:  # the fold's own iVAE: OILCA may see no held-out episode
+                fold_ivae = path(runs, f"ivae_cv{K}_f{k}", "ivae.pt")
+                add(f"ivae_cv{K}_f{k}", "select_budget",
+                    ["train_ivae.py", "--dataset", fold(k), "--out-dir", os.path.dirname(fold_ivae), "--seed", 0,
+                     "--total-steps", args.ivae_steps, *threads, *p["ivae_flags"], *shlex.split(args.ivae_flags),
+                     *cuda, "--force"], [fold(k)], [fold_ivae, os.path.join(os.path.dirname(fold_ivae), "metrics.json")],
+                    gpus=args.gpus)
+            if "oilca" in fams:  # its sampler: BC-exp on the fold at --steps (the sampler selection's candidate run)
+                sampler = path(runs, f"select_bc_exp_f{k}", "policy.pt")
+                train(f"select_bc_exp_f{k}", "select", 0, "train_bc.py", fold(k), "--data", "expert", evals=False)
+                out = fold(k).replace(".npz", f"_aug_r{args.ratio}_s0.npz")
+                add(f"augment_cv{K}_f{k}_r{args.ratio}_s0", "select_budget",
+                    ["augment.py", "--dataset", fold(k), "--ivae", fold_ivae, "--sampler", sampler, "--ratio",
+                     args.ratio, "--seed", 0, "--out", out, *threads], [fold(k), fold_ivae, sampler], [out])
+                train(f"bsel_oilca_f{k}_s0", "select_budget", 0, "train_dwbc.py", out, method="oilca", evals=False,
+                      budget=True)
+            if MATCHED in fams:
+                matched(f"_cv{K}_f{k}", fold(k), fold_ivae, path(runs, f"bsel_bc_exp_f{k}_b{top}_s0"), 0, evals=False)
+        for f in fams:
+            if f == MATCHED:
+                policies = [path(runs, f"bsel_{MATCHED}_b{{budget}}_cv{K}_f{{fold}}_s0", "policy.pt"), ""]
+            else:
+                run = path(runs, f"bsel_{f}_f{{fold}}_b{top}_s0")
+                policies = [os.path.join(run, "policy_step{budget}.pt"), os.path.join(run, "policy.pt")]
+            result = path(res, f"{f}_b{{budget}}_s{{seed}}_{{split}}.json")
+            inputs = [data] + [x for k in range(args.select_budget_folds) for x in (fold(k), held(k))]
+            inputs += [policies[0 if (b != top or not policies[1]) else 1].replace("{fold}", str(k))
+                       .replace("{budget}", str(b)) for k in range(args.select_budget_folds) for b in args.budgets]
+            inputs += [result.replace("{budget}", str(b)).replace("{seed}", str(s)).replace("{split}", sp)
+                       for b in args.budgets for s in args.seeds for sp in p["splits"]]
+            selected = path(res, f"{f}_sel_s{{seed}}_{{split}}.json")
+            add(f"select_budget_{f}", "select_budget",
+                ["select_budget.py", "--method", f, "--dataset", data, "--folds", K,
+                 "--fold-ids", *range(args.select_budget_folds), "--budgets", *sorted(args.budgets),
+                 "--heldout", held("{fold}"), "--fold-policy", policies[0],
+                 *(["--last-policy", policies[1]] if policies[1] else []), "--results", result,
+                 "--seeds", *args.seeds, "--splits", *p["splits"], "--out", path(res, f"budget_selection_{f}.json"),
+                 "--out-result", selected, *threads],
+                inputs, [path(res, f"budget_selection_{f}.json")] + [selected.replace("{seed}", str(s))
+                                                                    .replace("{split}", sp)
+                                                                    for s in args.seeds for sp in p["splits"]])
     for seed in args.seeds:  # custom methods (--methods NAME=SCRIPT[:augmented]), labelled NAME in every result
         for name, (script, augmented) in p.get("custom", {}).items():
             train(f"{name}_s{seed}", "custom", seed, script, aug("oilca", args.ratio, seed) if augmented else data,
@@ -542,7 +669,7 @@ def build(args: Args, p: dict) -> List[Job]:
             *p["splits"], "--episodes", args.episodes, "--out", result], [data],
             [result.replace("{split}", sp) for sp in p["splits"]])
     results = [o for j in jobs for o in j.outputs if o.endswith(".json") and os.path.dirname(o) == path(res)
-               and not o.endswith("sampler_selection.json")]
+               and not o.endswith("sampler_selection.json") and "budget_selection_" not in os.path.basename(o)]
     add("report", "report", ["report.py", "--results", path(res)], results,
         [path(res, "table.md"), path(res, "summary.json"), path(res, "fig4.png")])
 
@@ -674,8 +801,17 @@ def execute(job: Job, env: dict) -> dict:
             os.remove(at(job.record))  # no record while it runs: an interrupted job is not up to date
         with open(at(job.log), "w") as log:
             path = os.pathsep.join(p for p in (REPO, os.environ.get("PYTHONPATH")) if p)  # a trainer copied anywhere
-            rc = subprocess.run([sys.executable, *job.argv], cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, env={**os.environ, **env, "PYTHONPATH": path}).returncode
+            with CHILDREN.lock:
+                if CHILDREN.stopping.is_set():  # the runner is being stopped: start nothing more
+                    raise OSError("the runner was stopped")
+                proc = subprocess.Popen([sys.executable, *job.argv], cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
+                                        stdin=subprocess.DEVNULL, env={**os.environ, **env, "PYTHONPATH": path})
+                CHILDREN.procs.add(proc)
+            try:
+                rc = proc.wait()
+            finally:
+                with CHILDREN.lock:
+                    CHILDREN.procs.discard(proc)
             missing = [f for f in job.outputs if not os.path.exists(at(f))]
             if rc == 0 and missing:
                 rc = f"0 but no {' '.join(missing)}"
@@ -691,6 +827,46 @@ def execute(job: Job, env: dict) -> dict:
     return {"name": job.name, "ok": rc == 0, "rc": rc, "start": start, "end": time.time()}
 
 
+class Children:
+    """The job processes this runner is running (the local backend), so a stopped runner stops them. Pickled (Ray
+    ships this module's functions by value) as a fresh, empty registry: a Ray worker has its own processes."""
+
+    def __init__(self):
+        self.procs, self.lock, self.stopping = set(), threading.Lock(), threading.Event()
+
+    def __reduce__(self):
+        return (Children, ())
+
+
+CHILDREN = Children()
+
+
+class Stopped(Exception):
+    """The runner got SIGTERM or SIGINT: its running jobs are stopped with it."""
+
+
+def stop_children(grace: float = 10.0) -> int:
+    """SIGTERM to every running job, SIGKILL to those still alive after `grace` seconds; returns how many ran."""
+    CHILDREN.stopping.set()
+    with CHILDREN.lock:
+        procs = list(CHILDREN.procs)
+    for proc in procs:
+        if proc.poll() is None:
+            proc.terminate()
+    deadline = time.time() + grace
+    for proc in procs:
+        try:
+            proc.wait(timeout=max(0.0, deadline - time.time()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    return len(procs)
+
+
+def on_signal(signum, frame):
+    raise Stopped(signal.Signals(signum).name)
+
+
 def run_local(todo: List[Job], env: dict, jobs: int, on_start, on_done, solo: Sequence[str] = ()):
     """Up to `jobs` jobs at a time, in list order as their dependencies finish; a job whose name starts with one of
     `solo` waits for the running ones to end and keeps every other job waiting until it ends."""
@@ -699,23 +875,32 @@ def run_local(todo: List[Job], env: dict, jobs: int, on_start, on_done, solo: Se
     running, failed = {}, False
     alone = lambda j: j.name.startswith(tuple(solo))  # noqa: E731
     with ThreadPoolExecutor(max(1, jobs)) as pool:
-        while todo or running:
-            ready = [j for j in todo if all(d in done for d in j.deps)] if not failed else []
-            for j in ready:
-                if len(running) >= max(1, jobs) or any(map(alone, running.values())) or (alone(j) and running):
-                    break
-                todo.remove(j)
-                on_start(j)
-                running[pool.submit(execute, j, env)] = j
-            if not running:
+        try:
+            loop(pool, todo, running, done, failed, jobs, alone, env, on_start, on_done)
+        except Stopped as e:  # stop the jobs before the pool waits for its threads
+            e.jobs = stop_children()
+            raise
+
+
+def loop(pool, todo, running, done, failed, jobs, alone, env, on_start, on_done):
+    """run_local's scheduling loop: start what is ready, collect what finished; after a failure start nothing."""
+    while todo or running:
+        ready = [j for j in todo if all(d in done for d in j.deps)] if not failed else []
+        for j in ready:
+            if len(running) >= max(1, jobs) or any(map(alone, running.values())) or (alone(j) and running):
                 break
-            finished, _ = wait(running, return_when=FIRST_COMPLETED)
-            for fut in finished:
-                res = fut.result()
-                running.pop(fut)
-                failed |= not res["ok"]
-                done.add(res["name"])
-                on_done(res)
+            todo.remove(j)
+            on_start(j)
+            running[pool.submit(execute, j, env)] = j
+        if not running:
+            break
+        finished, _ = wait(running, return_when=FIRST_COMPLETED)
+        for fut in finished:
+            res = fut.result()
+            running.pop(fut)
+            failed |= not res["ok"]
+            done.add(res["name"])
+            on_done(res)
 
 
 def _ray_task(job: Job, env: dict, stop_file: str, *upstream: dict) -> dict:
@@ -797,6 +982,20 @@ def main(args: Args) -> dict:
         return {"jobs": listing, "ran": [], "failed": [], "ok": True}
 
     runs, res = (os.path.join(os.path.abspath(args.root), d, p["slug"]) for d in ("runs", "results"))
+    try:  # one runner per --root: a second would start the first one's jobs (shared SAC runs, the same slug)
+        lock = contract.claim(os.path.join(os.path.abspath(args.root), "runs", "runner"))
+    except contract.ContractError:
+        raise SystemExit(f"error: --root {args.root}: another runner is at work there (lock "
+                         f"{os.path.join(args.root, 'runs', 'runner.lock')}); wait for it to end") from None
+    try:
+        return run_jobs(args, p, jobs, state, listing, runs, res)
+    finally:
+        lock.release()
+
+
+def run_jobs(args: Args, p: dict, jobs: List[Job], state: dict, listing: list, runs: str, res: str) -> dict:
+    """Run the jobs to run (the local backend or Ray), then print and record the timing; SIGTERM or SIGINT stops the
+    running jobs too (they are not up to date afterwards: the next invocation reruns them)."""
     stop_file = os.path.join(runs, ".jobs", "STOP")  # exists while a failed grid winds down (Ray tasks read it)
     os.makedirs(os.path.dirname(stop_file), exist_ok=True)
     env = {k: os.environ.get(k, v) for k, v in p.get("env", {}).items()}
@@ -819,12 +1018,22 @@ def main(args: Args) -> dict:
             print(f"[{done}] {r['name']} {r['end'] - r['start']:.1f}s", flush=True)
             failed.extend([] if r["ok"] else [r["name"]])
 
+    main_thread = threading.current_thread() is threading.main_thread()
+    handlers = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)} if main_thread else {}
     try:
         if args.backend == "ray":
             run_ray(todo, env, args, on_start, on_done, stop_file)
         else:
             run_local(list(todo), env, args.jobs, on_start, on_done, args.solo)
+    except Stopped as e:
+        n = getattr(e, "jobs", None)
+        n = stop_children() if n is None else n
+        raise SystemExit(f"error: the runner got {e}: stopped it and its {n} running job(s); run the same command "
+                         f"again to resume (finished jobs are skipped)") from None
     finally:
+        for sig, old in handlers.items():
+            signal.signal(sig, old)
+        CHILDREN.stopping.clear()
         if os.path.exists(stop_file):
             os.remove(stop_file)
 

@@ -28,6 +28,11 @@ B = N_RESAMPLES = 10,000 resamples unless the caller passes another count (repor
   StratifiedIndependentBootstrap); each resample's statistic is the mean over strata; percentiles as above. No
   interval when every stratum has fewer than two seeds on both sides.
 - paired_gap(x, y): the keys (training seeds) both have, sorted, and the cell of the differences x[s] − y[s].
+- two_level(groups): the cell of values that come in groups (the training seeds of several data draws). The point is
+  the mean of the group means (each draw weighs the same); the interval is a two-level percentile bootstrap: a fresh
+  default_rng(BOOT_SEED) draws G groups with replacement, then, inside each drawn group, its values with replacement;
+  a resample's statistic is the mean of its group means. It counts the spread between draws, which the stratified
+  bootstrap (one stratum per draw) does not; with 3 draws it is coarse and under-covers. No interval with one group.
 - normalise(x, r_expert, r_random) = 100·(x − r_random)/(r_expert − r_random): 100 at the expert reference, 0 at
   the random one (report.py: the means of the reference runs' seed scores of the same env and split).
 - cell_text(c) = `mean ± s [lo, hi]` with `digits` decimals (one value: `mean`); ci_text(ci) = ` [lo, hi]`.
@@ -117,6 +122,28 @@ def paired_gap(x: dict, y: dict, n_resamples: int = N_RESAMPLES):
     if not shared:
         return None
     return {"seeds": shared, **cell([x[s] - y[s] for s in shared], n_resamples)}
+
+
+def two_level(groups, n_resamples: int = N_RESAMPLES, level: float = CI_LEVEL) -> dict:
+    """{n_groups, n, mean, std, ci} of values in groups (e.g. seeds within data draws): mean = the mean of the group
+    means, std = the sample std (ddof=1) of the group means (None for one group), ci = the two-level percentile
+    bootstrap (groups with replacement, then values within each drawn group); None with one group."""
+    groups = [np.asarray(g, dtype=np.float64) for g in groups if len(g)]
+    means = np.array([g.mean() for g in groups])
+    out = {"n_groups": len(groups), "n": int(sum(len(g) for g in groups)), "mean": float(means.mean()),
+           "std": float(means.std(ddof=1)) if len(groups) > 1 else None, "ci": None}
+    if len(groups) > 1:
+        rng = np.random.default_rng(BOOT_SEED)
+        G = len(groups)
+        pick = rng.integers(0, G, size=(n_resamples, G))  # resample b's j-th group
+        # inner[j, g, b]: the mean of an own resample of group g's values, for slot j of resample b (a group drawn
+        # twice in one resample gets two independent inner resamples)
+        inner = np.stack([np.stack([g[rng.integers(0, len(g), size=(n_resamples, len(g)))].mean(axis=1)
+                                    for g in groups]) for _ in range(G)])
+        stat = inner[np.arange(G)[None, :], pick, np.arange(n_resamples)[:, None]].mean(axis=1)
+        lo, hi = np.percentile(stat, [50 * (1 - level), 50 * (1 + level)])
+        out["ci"] = [float(lo), float(hi)]
+    return out
 
 
 def normalise(x: float, r_expert: float, r_random: float) -> float:

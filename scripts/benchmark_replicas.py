@@ -65,11 +65,14 @@ def seconds(module, args: Args, data: str, out: str, steps: int, **kw) -> float:
 
 
 def rate(module, args: Args, data: str, out: str, replicas: int, **kw) -> float:
-    """Replica-updates per policy step and second, from the difference of two runs."""
+    """Replica-updates per policy step and second, from the difference of two runs, after one untimed run (the first
+    call of a trainer in a process pays one-time costs that would otherwise land in t(S1)); NaN ("n/a") when the
+    difference is not positive (timing noise larger than S2 − S1 steps: raise --steps)."""
     s1, s2 = args.steps
+    seconds(module, args, data, os.path.join(out, "warm"), s1, **kw)
     t1 = seconds(module, args, data, os.path.join(out, "a"), s1, **kw)
     t2 = seconds(module, args, data, os.path.join(out, "b"), s2, **kw)
-    return replicas * (s2 - s1) / max(t2 - t1, 1e-9)
+    return replicas * (s2 - s1) / (t2 - t1) if t2 > t1 else float("nan")
 
 
 def main(args: Args) -> dict:
@@ -100,7 +103,9 @@ def main(args: Args) -> dict:
           f"timed: steps {args.steps[0]} -> {args.steps[1]}")
     print(f"{'method':<9} {'path':<13} {'replicas':>8} {'replica-upd/s':>13} {'x reference':>11}")
     for row in rows:
-        print(f"{row['method']:<9} {row['path']:<13} {row['replicas']:>8} {row['rate']:>13.0f} {row['vs']:>11.2f}")
+        fmt = lambda x, spec: f"{x:{spec}}" if x == x else "n/a"  # noqa: E731 (NaN: not measurable)
+        print(f"{row['method']:<9} {row['path']:<13} {row['replicas']:>8} {fmt(row['rate'], '>13.0f'):>13} "
+              f"{fmt(row['vs'], '>11.2f'):>11}")
     print("replica-upd/s: replicas x policy steps per second (a method's other stages counted in its steps); "
           "x reference: against the reference trainer's one seed")
     return {"rows": rows}

@@ -56,6 +56,21 @@ def test_runs_without_the_new_options_keep_their_records(tiny_dataset, tmp_path)
     assert "checkpoints" not in recorded and "cuda_graph" not in recorded
 
 
+def test_flush_denormal_is_recorded_only_when_used(tiny_dataset, tmp_path):
+    """--flush-denormal (the budget study's long CPU runs) is recorded in the run's facts when on, absent when off,
+    and changes the policy by float rounding at most on a short run."""
+    try:
+        train_bc.main(train_bc.Args(dataset=tiny_dataset, total_steps=20, out_dir=str(tmp_path / "on"),
+                                    flush_denormal=True, **TINY))
+    finally:
+        torch.set_flush_denormal(False)  # the flag holds for the rest of a process: give the next test a clean one
+    train_bc.main(train_bc.Args(dataset=tiny_dataset, total_steps=20, out_dir=str(tmp_path / "off"), **TINY))
+    on, off = (contract.load_policy(str(tmp_path / d / "policy.pt")) for d in ("on", "off"))
+    assert on["train_args"]["flush_denormal"] is True and "flush_denormal" not in off["train_args"]
+    for k in off["state_dict"]:
+        assert torch.allclose(on["state_dict"][k], off["state_dict"][k], atol=1e-6)
+
+
 def test_a_checkpoint_result_names_its_step(tiny_dataset, tmp_path):
     train_bc.main(train_bc.Args(dataset=tiny_dataset, total_steps=30, checkpoints=(10,), out_dir=str(tmp_path / "bc"), **TINY))
     out = str(tmp_path / "r_{split}.json")

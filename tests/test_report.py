@@ -418,6 +418,40 @@ def test_budget_table_cells_and_gaps_paired_by_seed(tmp_path):
     assert " vs oilca |" not in md and "oilca_b5000 vs" not in md
 
 
+def test_selected_budget_and_matched_sampler_rows(tmp_path):
+    """select_budget.py's `<family>_sel` copies get a row of their own after the budgets, with the gaps at the chosen
+    budgets; oilca_matched_b<steps> results (one run per budget, the budget in the label) are a family of the study."""
+    named = budget_rows()
+    for steps, per in ((5000, {0: 9.0, 1: 18.0, 2: 33.0}), (20000, {0: 31.0, 1: 41.0, 2: 60.0})):
+        for seed, score in per.items():
+            named.append((f"m{steps}_{seed}.json", result(f"oilca_matched_b{steps}", seed, "train", score,
+                                                          train_args={"total_steps": steps}, policy_step=steps)))
+    for fam, steps in (("dwbc", 20000), ("oilca", 5000)):
+        for seed, score in BUDGET_SCORES[(steps, fam)].items():
+            named.append((f"{fam}_sel_{seed}.json", result(f"{fam}_sel", seed, "train", score, policy_step=steps,
+                                                           train_args={"total_steps": 20000, "checkpoints": [5000]},
+                                                           budget_selection={"budget": steps})))
+    rows = report.load_results(write_budget(tmp_path / "results", named))
+    assert {"dwbc_sel", "oilca_sel", "oilca_matched_b5000", "oilca_matched_b20000"} <= {r["method"] for r in rows}
+    md, summary = report.report_markdown(report.by_env(rows), n_resamples=2000)
+    lines = md.splitlines()
+    i = next(k for k, l in enumerate(lines) if l.startswith("| budget (steps) | BC-exp, in-distribution"))
+    assert "OILCA, sampler matched to the budget, in-distribution (training c)" in lines[i]
+    chosen = [c.strip() for c in lines[i + 4].split("|")[1:-1]]
+    assert chosen[0] == "chosen on held-out D_E" and chosen[1] == "—"  # BC-exp has no selection here
+    assert chosen[3].startswith("40.00 ± 10.00 [") and chosen[5].startswith("20.00 ± 10.00 [")
+    gaps = {(e["x"], e["y"]): e for e in summary["budget_selected_gaps"]}
+    assert gaps[("oilca", "dwbc")]["mean"] == pytest.approx(-20.0)  # 10−30, 20−40, 30−50
+    matched = {(e["budget"], e["y"]): e for e in summary["budget_gaps"] if e["x"] == "oilca_matched"}
+    assert matched[(5000, "dwbc")]["mean"] == pytest.approx(2.0)  # 9−8, 18−19, 33−27
+    assert report.display("oilca_sel") == "OILCA (budget chosen on held-out D_E)"
+    assert sorted(["oilca_sel", "oilca_b5000", "oilca"], key=report.order_key) == ["oilca", "oilca_b5000", "oilca_sel"]
+    # a budget in the label is a fact to check: it must be the policy's step count
+    bad = result("oilca_matched_b5000", 0, "train", 1.0, policy_step=20000)
+    with pytest.raises(report.ReportError, match="names 5000 steps, but its policy_step is 20000"):
+        report.budget_method("x/bad.json", bad)
+
+
 def test_no_budget_results_no_budget_table_keys_or_figure(tmp_path):
     md, summary = report.report_markdown(report.by_env(toy_rows()), n_resamples=200)
     assert "budget (steps)" not in md and not [k for k in summary if k.startswith("budget")]

@@ -123,12 +123,10 @@ def test_newer_baselines_are_an_opt_in_group(two_cores):
                                    + ev.format("iswbc_ca_s0"))
     jobs = runner.build(*runner.resolve(runner.Args(root=ROOT, methods=("newer",), seeds=(0,))))
     assert {j.stage for j in jobs if j.name.startswith(("ilid", "iswbc"))} == {"newer"}  # their own timing entry
-    # no default, preset or protocol runs them; --budgets refuses them as it refuses the other baselines
+    # no default, preset or protocol runs them
     for kw in ({}, dict(benchmark="dmc:cartpole-swingup"), dict(benchmark="cw:pushing"),
                dict(benchmark="dmc:cartpole-swingup", protocol="table5"), dict(methods=("baselines",))):
         assert not any(name.startswith(("ilid", "iswbc")) for name in commands(**kw)), kw
-    with pytest.raises(SystemExit, match="ilid"):
-        runner.resolve(runner.Args(methods=("ilid",), budgets=(100, 200)))
 
 
 def test_controls_samplers_selection_sweep_and_data_draws_are_jobs_of_the_grid(two_cores):
@@ -310,8 +308,11 @@ def test_code_changes_make_jobs_stale(tmp_path, monkeypatch):
 
 def test_budget_study_trains_once_and_scores_every_budget(tmp_path, capsys):
     """--budgets: one run per method and seed to the largest budget, the smaller budgets' policies saved on the way and
-    evaluated like any result; the samplers stay at --steps. It runs end to end on a tiny grid."""
-    out = runner.main(grid(tmp_path, budgets=(20, 40), methods=("bc_exp", "dwbc", "oilca"), fig5_ratios=(), seeds=(0,)))
+    evaluated like any result; OILCA's sampler stays at --steps, oilca_matched's is BC-exp's policy at each budget;
+    --select-budget-folds chooses each method's budget on held-out D_E episodes. It runs end to end on a tiny grid."""
+    out = runner.main(grid(tmp_path, budgets=(20, 40), methods=("bc_exp", "dwbc", "oilca", "oilca_matched"),
+                           fig5_ratios=(), seeds=(0,), select_budget_folds=1, select_folds=2,
+                           collect_flags=TINY["collect_flags"] + " --positive-frac 0.5 --expert-episodes 3"))
     cmd = {j["name"]: j["command"] for j in out["jobs"]}
     assert "--total-steps 40 --checkpoints 20 " in cmd["dwbc_b40_s0"] and "--total-steps 40 --checkpoints 20 " in cmd["oilca_b40_s0"]
     assert "--policy runs/" not in cmd["dwbc_b20_s0"] and "dwbc_b40_s0/policy_step20.pt" in cmd["dwbc_b20_s0"]
@@ -326,13 +327,49 @@ def test_budget_study_trains_once_and_scores_every_budget(tmp_path, capsys):
     # the 20-step policy of the 40-step run is the 20-step run's: BC-exp's sampler ran 40 steps, so compare budgets
     with open(res / "bc_exp_b40_s0_train.json") as f, open(res / "bc_exp_s0_train.json") as g:
         assert json.load(f)["returns"] == json.load(g)["returns"]
+    # the matched sampler: at budget b, BC-exp's policy after b steps labels the rows; OILCA trains b steps on them
+    assert "bc_exp_b40_s0/policy_step20.pt" in cmd["augment_m20_r0.5_s0"]
+    assert "bc_exp_b40_s0/policy.pt" in cmd["augment_m40_r0.5_s0"]
+    for b in (20, 40):
+        with open(res / f"oilca_matched_b{b}_s0_train.json") as f:
+            r = json.load(f)
+        assert r["method"] == f"oilca_matched_b{b}" and r["policy_step"] == b
+        assert r["augmentation"]["sampler"] == {"kind": "bc_exp", "steps": b, "seed": 0}
+    with open(res / "oilca_b40_s0_train.json") as f:  # the plain OILCA's sampler stays at --steps
+        assert json.load(f)["augmentation"]["sampler"]["steps"] == 40
+    # the budget chosen without rollouts: fold runs of seed 0 without the held-out D_E episodes
+    assert "/data/toy_cv2_f0.npz --seed 0 " in cmd["bsel_dwbc_f0_b40_s0"]
+    assert "/data/toy_cv2_f0_aug_m20_r0.5_s0.npz --seed 0 " in cmd["bsel_oilca_matched_b20_cv2_f0_s0"]
+    assert "runs/toy/ivae_cv2_f0/ivae.pt" in cmd["augment_cv2_f0_r0.5_s0"]  # the fold's own iVAE
+    for fam in ("bc_exp", "dwbc", "oilca", "oilca_matched"):
+        with open(res / f"budget_selection_{fam}.json") as f:
+            rec = json.load(f)
+        assert rec["of_method"] == fam and rec["choice"] in (20, 40) and rec["fold_ids"] == [0]
+        for split in ("train", "heldout"):
+            with open(res / f"{fam}_sel_s0_{split}.json") as f, \
+                    open(res / f"{fam}_b{rec['choice']}_s0_{split}.json") as g:
+                sel, src = json.load(f), json.load(g)
+            assert sel["method"] == f"{fam}_sel" and sel["returns"] == src["returns"]
+    with open(res / "summary.json") as f:
+        summary = json.load(f)
+    assert {e["family"] for e in summary["budget_selected_cells"]} == {"bc_exp", "dwbc", "oilca", "oilca_matched"}
+    assert "chosen on held-out D_E" in (res / "table.md").read_text()
 
 
-def test_budgets_refuse_trainers_without_checkpoints(capsys):
-    with pytest.raises(SystemExit, match="--budgets: oril"):
-        runner.resolve(runner.Args(methods=("dwbc", "oril"), budgets=(10, 20)))
+def test_budget_flags_are_checked_and_baselines_train_at_the_largest_budget(two_cores):
+    with pytest.raises(SystemExit, match="--budgets: oilca_oracle"):
+        runner.resolve(runner.Args(methods=("dwbc", "oilca_oracle"), budgets=(10, 20)))
     with pytest.raises(SystemExit, match="--budgets"):
         runner.resolve(runner.Args(budgets=(10, 10)))
+    with pytest.raises(SystemExit, match="oilca_matched: only with --budgets"):
+        runner.resolve(runner.Args(methods=("oilca_matched",)))
+    with pytest.raises(SystemExit, match="--select-budget-folds: only with --budgets"):
+        runner.resolve(runner.Args(select_budget_folds=1))
+    with pytest.raises(SystemExit, match="at most --select-folds"):
+        runner.resolve(runner.Args(budgets=(10, 20), select_budget_folds=4))
+    cmds = commands(methods=("dwbc", "oril", "lobsdice"), budgets=(100, 200), seeds=(0,))
+    assert "--total-steps 200 --method oril_b200 " in cmds["oril_b200_s0"]
+    assert "--total-steps 200 --method lobsdice_b200 " in cmds["lobsdice_b200_s0"] and "oril_s0" not in cmds
 
 
 def test_a_tag_keeps_a_variant_apart_and_shares_the_sac_run(two_cores):
@@ -455,3 +492,58 @@ def test_solo_jobs_run_with_no_other_job_beside_them(monkeypatch):
         assert beside[n] == set(), (n, beside[n])
     assert beside["bc_s1"] == {"bc_s0"} and beside["bc_s3"] == {"bc_s2"}  # two at a time otherwise
     assert any(others for n, others in grid(()) if n.startswith("augment"))  # without --solo they share
+
+
+def test_one_runner_per_root_and_sigterm_stops_its_jobs(tmp_path):
+    """A second runner on the same --root is refused with one line; SIGTERM to a runner stops its running jobs with
+    it (one line, non-zero exit), so a rerun does not compete with them."""
+    import signal
+    import subprocess
+    import sys
+
+    pid_file = tmp_path / "job.pid"
+    script = tmp_path / "sleeper.py"
+    script.write_text(f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\ntime.sleep(120)\n")
+    argv = [sys.executable, "runner.py", "--root", str(tmp_path / "root"), "--methods", f"slow={script}",
+            "--seeds", "0", "--no-references", "--fig5-ratios", f"--collect-flags={TINY['collect_flags']}", "--jobs", "1"]
+    first = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 120
+        while not pid_file.exists() and time.time() < deadline and first.poll() is None:
+            time.sleep(0.5)
+        assert pid_file.exists(), first.communicate(timeout=30)
+        time.sleep(0.5)
+        job = int(pid_file.read_text())
+        second = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120)
+        lines = second.stderr.strip().splitlines()
+        assert second.returncode != 0 and len(lines) == 1 and "another runner is at work there" in lines[0]
+        first.send_signal(signal.SIGTERM)
+        out, err = first.communicate(timeout=60)
+        assert first.returncode != 0 and err.strip().splitlines()[-1].startswith("error: the runner got SIGTERM")
+        assert "1 running job(s)" in err
+        with pytest.raises(ProcessLookupError):  # the job was stopped with the runner
+            for _ in range(50):
+                os.kill(job, 0)
+                time.sleep(0.1)
+    finally:
+        if first.poll() is None:
+            first.kill()
+
+
+@pytest.mark.parametrize("kw, words", [
+    (dict(benchmark="gym:Pendulum-v1"), "no preset for gym datasets"),
+    (dict(benchmark="dmc:cartpole-bogus"), "unknown DeepMind Control task"),
+    (dict(benchmark="dmc:cartpole"), "bad DeepMind Control id"),
+])
+def test_benchmarks_without_a_preset_are_refused_before_anything_is_made(tmp_path, kw, words):
+    if kw["benchmark"] == "dmc:cartpole-bogus":
+        pytest.importorskip("dm_control")
+    with pytest.raises(SystemExit, match=words):
+        runner.main(runner.Args(root=str(tmp_path / "root"), **kw))
+    assert not (tmp_path / "root").exists()
+
+
+def test_a_root_that_is_a_file_is_refused(tmp_path):
+    (tmp_path / "file").write_text("")
+    with pytest.raises(SystemExit, match="not a folder"):
+        runner.main(runner.Args(root=str(tmp_path / "file")))

@@ -113,3 +113,13 @@ def test_normalised_score_is_100_at_the_expert_and_0_at_random():
     assert stats.normalise(-3.0, -3.0, -40.0) == 100.0 and stats.normalise(-40.0, -3.0, -40.0) == 0.0
     assert stats.normalise(-9.0, -3.0, -40.0) == pytest.approx(100 * 31 / 37)
     assert stats.normalise(0.0, -3.0, -40.0) > 100.0  # a method can beat the expert reference
+
+
+def test_two_level_weighs_each_group_the_same_and_resamples_the_groups():
+    c = stats.two_level([[0.0, 0.0, 0.0, 0.0], [10.0]], n_resamples=2000)
+    assert c["mean"] == 5.0 and c["n_groups"] == 2 and c["n"] == 5  # the mean of the group means, not of the values
+    assert c["ci"][0] == 0.0 and c["ci"][1] == 10.0  # a resample may draw the same group twice
+    same = stats.two_level([[1.0, 3.0], [1.0, 3.0], [1.0, 3.0]], n_resamples=2000)
+    assert same["std"] == 0.0 and same["ci"][0] >= 1.0 and same["ci"][1] <= 3.0 and same["ci"][0] < 2.0 < same["ci"][1]
+    assert stats.two_level([[1.0, 2.0]])["ci"] is None and stats.two_level([[1.0, 2.0]])["std"] is None
+    assert stats.two_level([[1.0], [2.0], [4.0]]) == stats.two_level([[1.0], [2.0], [4.0]])  # seeded: same text

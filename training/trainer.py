@@ -69,6 +69,10 @@ class TrainerArgs:
     """also write TensorBoard event files to <out_dir>/tb"""
     loss_trace: int = 0
     """return the losses of the first this many steps (the fast path's equivalence tests compare them)"""
+    flush_denormal: bool = False
+    """flush denormal floats to zero on the CPU (torch.set_flush_denormal): long CPU runs slow down several-fold as
+    denormals build up in the weights and Adam's moments; results change in the last digits, so it is off by default
+    (the budget study turns it on)"""
 
 
 def check_args(args, **rules) -> None:
@@ -106,6 +110,8 @@ def check_outputs(args, spec: dict, inputs: Optional[dict] = None) -> None:
 def setup(args) -> torch.device:
     """Torch's CPU threads (--threads) and the device (--cuda where a GPU is available)."""
     torch.set_num_threads(cpu_threads(args.threads))
+    if getattr(args, "flush_denormal", False):
+        torch.set_flush_denormal(True)  # for the rest of this process
     return torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
 
 
@@ -191,11 +197,11 @@ def check_checkpoints(checkpoints: Sequence[int], total_steps: int) -> List[int]
 
 
 def recorded_args(args) -> dict:
-    """A trainer's Args as its args.json and artifact record them: `--checkpoints` as a list, and the options that
-    change nothing in the result (`--checkpoints`, `--cuda-graph`) left out when unused, so runs made before these
-    options existed keep identical records."""
+    """A trainer's Args as its args.json and artifact record them: `--checkpoints` as a list, and the options added
+    after the first results (`--checkpoints`, `--cuda-graph`, `--flush-denormal`) left out when unused, so runs made
+    before these options existed keep identical records."""
     out = dataclasses.asdict(args)
-    for name, unused in (("checkpoints", ()), ("cuda_graph", False)):
+    for name, unused in (("checkpoints", ()), ("cuda_graph", False), ("flush_denormal", False)):
         if name in out:
             if tuple(out[name]) == unused if name == "checkpoints" else out[name] == unused:
                 del out[name]

@@ -1,0 +1,223 @@
+"""The budget study's verdict over data draws (docs/budget.md): one results folder per draw of the same benchmark.
+
+    .venv/bin/python scripts/budget_summary.py --results results/toy_study results/toy_study_d1 results/toy_study_d2 \
+        --out results/toy_study_summary.json --doc docs/budget.md
+
+Reads each folder's result JSON as report.py does (a budget run's results are `<family>_b<steps>`; select_budget.py's
+copies `<family>_sel`) and writes, per split:
+  * the return of every family at every budget and at the budget chosen on held-out D_E episodes, over draws: the
+    mean of the draws' seed means with a two-level bootstrap interval (draws, then seeds; analysis/stats.two_level);
+  * the paired gaps OILCA − DWBC, OILCA − BC-exp (plain OILCA: sampler at --steps; OILCA, matched sampler), paired by
+    seed within each draw, over draws the same way, and per draw (mean ± s [95% bootstrap over seeds]);
+  * the ordering of the families at the largest budget and at the chosen one, per draw and over draws, and whether
+    the paper's ordering OILCA > DWBC > BC-exp holds (both gaps' intervals above 0);
+  * how often the chosen budget's return lies within the interval of the best fixed budget (per draw and family).
+A draw or family missing some budget is reported with what it has ("—" elsewhere); nothing is filled in.
+`--doc FILE` replaces the block between `<!-- budget-summary: NAME -->` and `<!-- /budget-summary -->` (NAME the
+--out file's name without .json) in FILE with the markdown; without markers the file is left alone (error).
+"""
+
+import os
+import sys
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Tuple
+
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repo root
+
+import report  # noqa: E402
+from analysis import stats  # noqa: E402
+from oilca import cli, contract  # noqa: E402
+
+FAMILIES = ("bc_exp", "bc_all", "dwbc", "oilca", "oilca_matched")
+GAPS = (("oilca", "dwbc"), ("oilca", "bc_exp"), ("oilca_matched", "dwbc"), ("oilca_matched", "bc_exp"),
+        ("oilca_matched", "oilca"), ("dwbc", "bc_exp"))
+
+
+@dataclass
+class Args:
+    results: Tuple[str, ...] = ("results/toy_study",)
+    """one results folder per data draw (the same benchmark, budgets and methods)"""
+    out: str = "results/toy_study_summary.json"
+    """output: the summary (JSON)"""
+    doc: Optional[str] = None
+    """a markdown file whose budget-summary block is replaced (see above)"""
+    resamples: int = stats.N_RESAMPLES
+    """bootstrap resamples per interval"""
+
+
+def draw_scores(folder: str, envs_seen: set) -> Dict[Tuple[str, str], Dict[int, float]]:
+    rows = report.load_results(folder)
+    envs_seen.update(str(r.get("env")) for r in rows)
+    return report.per_seed(rows)
+
+
+def over(groups: list, n: int) -> dict:
+    """The two-level cell over draws; one draw: its cell over seeds (n_groups 1)."""
+    return stats.two_level(groups, n) if len(groups) > 1 else {**stats.cell(groups[0], n), "n_groups": 1}
+
+
+def family_at(scores: dict) -> Dict[Tuple[str, str, object], Dict[int, float]]:
+    """{(family, split, budget or "selected"): {seed: score}} of one draw."""
+    out = {}
+    for (m, split), v in scores.items():
+        base, selected = report.split_selected(m)
+        if selected:
+            out[(base, split, "selected")] = v
+            continue
+        base, steps = report.split_budget(m)
+        if steps is not None:
+            out[(base, split, steps)] = v
+    return out
+
+
+def ordering(means: Dict[str, float]) -> str:
+    return " > ".join(report.display(f) for f, _ in sorted(means.items(), key=lambda kv: -kv[1]))
+
+
+def summarise(draws: List[dict], labels: List[str], n: int) -> dict:
+    splits = [s for s, _ in report.ALL_SPLITS if any(k[1] == s for d in draws for k in d)]
+    fams = [f for f in FAMILIES if any(k[0] == f for d in draws for k in d)]
+    fams += sorted({k[0] for d in draws for k in d if k[0] not in fams}, key=report.order_key)  # e.g. oril_b…
+    budgets = sorted({k[2] for d in draws for k in d if k[2] != "selected"})
+    points = budgets + (["selected"] if any(k[2] == "selected" for d in draws for k in d) else [])
+    out = {"draws": labels, "splits": splits, "families": fams, "budgets": budgets, "cells": [], "gaps": [],
+           "orderings": [], "selection": []}
+    for split in splits:
+        for b in points:
+            for f in fams:
+                groups = [list(d[(f, split, b)].values()) for d in draws if (f, split, b) in d]
+                if groups:
+                    out["cells"].append({"split": split, "budget": b, "family": f,
+                                         "per_draw": [stats.cell(list(d[(f, split, b)].values()), n)
+                                                      if (f, split, b) in d else None for d in draws],
+                                         **over(groups, n)})
+            for x, y in GAPS:
+                per_draw, groups = [], []
+                for d in draws:
+                    g = stats.paired_gap(d[(x, split, b)], d[(y, split, b)], n) \
+                        if (x, split, b) in d and (y, split, b) in d else None
+                    per_draw.append(g)
+                    if g:
+                        groups.append([d[(x, split, b)][s] - d[(y, split, b)][s] for s in g["seeds"]])
+                if groups:
+                    out["gaps"].append({"split": split, "budget": b, "x": x, "y": y, "per_draw": per_draw,
+                                        **over(groups, n)})
+        for b in ([budgets[-1]] if budgets else []) + (["selected"] if "selected" in points else []):
+            cells = {c["family"]: c for c in out["cells"] if c["split"] == split and c["budget"] == b}
+            entry = {"split": split, "budget": b, "over_draws": ordering({f: c["mean"] for f, c in cells.items()}),
+                     "per_draw": [ordering({f: c["per_draw"][i]["mean"] for f, c in cells.items() if c["per_draw"][i]})
+                                  for i in range(len(draws))]}
+            gaps = {(g["x"], g["y"]): g for g in out["gaps"] if g["split"] == split and g["budget"] == b}
+            above = lambda g: bool(g and g["ci"] is not None and g["ci"][0] > 0)  # noqa: E731
+            for oilca in ("oilca", "oilca_matched"):  # the paper's ordering OILCA > DWBC > BC-exp, both gaps above 0
+                need = [(oilca, "dwbc"), ("dwbc", "bc_exp")]
+                if all(p in gaps for p in need):
+                    entry[f"paper_order_{oilca}"] = {
+                        "over_draws": all(above(gaps[p]) for p in need),
+                        "per_draw": [all(above(gaps[p]["per_draw"][i]) for p in need) for i in range(len(draws))]}
+            out["orderings"].append(entry)
+        for f in fams:  # is the chosen budget's return inside the best fixed budget's interval?
+            for i, d in enumerate(draws):
+                fixed = {b: d[(f, split, b)] for b in budgets if (f, split, b) in d}
+                if (f, split, "selected") not in d or not fixed:
+                    continue
+                cells = {b: stats.cell(list(v.values()), n) for b, v in fixed.items()}
+                best = max(cells, key=lambda b: cells[b]["mean"])
+                chosen = stats.cell(list(d[(f, split, "selected")].values()), n)
+                lo = cells[best]["ci"][0] if cells[best]["ci"] else cells[best]["mean"]
+                out["selection"].append({"split": split, "family": f, "draw": labels[i], "best_budget": best,
+                                         "best": cells[best], "chosen": chosen,
+                                         "within": bool(chosen["mean"] >= lo)})
+    return out
+
+
+def text(c: Optional[dict]) -> str:
+    if not c:
+        return "—"
+    return stats.cell_text(c) + (f" ({c['n_groups']}×)" if c.get("n_groups", 1) > 1 else "")
+
+
+def markdown(s: dict) -> str:
+    titles = dict(report.ALL_SPLITS)
+    row = lambda b: f"{b:,}" if b != "selected" else "chosen on held-out D_E"  # noqa: E731
+    lines = [f"Over {len(s['draws'])} data draw(s) ({', '.join(s['draws'])}): each cell is the mean of the draws' "
+             f"seed means ± the std of the draw means [95% two-level bootstrap: draws, then seeds within a draw] "
+             f"(N×: the number of draws it rests on; one draw: mean ± s [bootstrap over seeds]). With 3 draws the "
+             f"interval is coarse."]
+    for split in s["splits"]:
+        cells = {(c["family"], c["budget"]): c for c in s["cells"] if c["split"] == split}
+        points = [b for b in s["budgets"] + ["selected"] if any(k[1] == b for k in cells)]
+        fams = [f for f in s["families"] if any(k[0] == f for k in cells)]
+        lines += ["", f"**{titles[split]}**: return", "",
+                  "| budget (steps) | " + " | ".join(report.display(f) for f in fams) + " |",
+                  "|---" * (len(fams) + 1) + "|"]
+        lines += [f"| {row(b)} | " + " | ".join(text(cells.get((f, b))) for f in fams) + " |" for b in points]
+        gaps = {(g["x"], g["y"], g["budget"]): g for g in s["gaps"] if g["split"] == split}
+        pairs = [p for p in GAPS if any(k[:2] == p for k in gaps)]
+        if pairs:
+            lines += ["", f"**{titles[split]}**: paired gaps (by seed within each draw)", "",
+                      "| budget (steps) | " + " | ".join(f"{report.display(x)} − {report.display(y)}" for x, y in pairs)
+                      + " |", "|---" * (len(pairs) + 1) + "|"]
+            lines += [f"| {row(b)} | " + " | ".join(text(gaps.get((x, y, b))) for x, y in pairs) + " |"
+                      for b in points]
+            if len(s["draws"]) > 1:
+                lines += ["", "Per draw, " + "; ".join(
+                    f"{report.display(x)} − {report.display(y)} at {row(b)}: " + ", ".join(
+                        f"{lab} {text(g)}" for lab, g in zip(s["draws"], gaps[(x, y, b)]["per_draw"]))
+                    for x, y in pairs[:2] for b in ([s["budgets"][-1]] if s["budgets"] else []) + ["selected"]
+                    if (x, y, b) in gaps) + "."]
+        for o in (o for o in s["orderings"] if o["split"] == split):
+            verdicts = [f"{report.display(k[len('paper_order_'):])} > DWBC > BC-exp with both gaps' intervals above "
+                        f"0: {'yes' if v['over_draws'] else 'no'} over draws, per draw "
+                        + ", ".join(f"{lab} {'yes' if p else 'no'}" for lab, p in zip(s["draws"], v["per_draw"]))
+                        for k, v in o.items() if k.startswith("paper_order_")]
+            lines += ["", f"Ordering at {row(o['budget'])}: {o['over_draws']} (over draws); per draw: "
+                      + "; ".join(f"{lab}: {t}" for lab, t in zip(s["draws"], o["per_draw"]))
+                      + (". " + ". ".join(verdicts) if verdicts else "") + "."]
+        sel = [e for e in s["selection"] if e["split"] == split]
+        if sel:
+            lines += ["", f"The chosen budget against the best fixed budget ({sum(e['within'] for e in sel)} of "
+                      f"{len(sel)} within the best budget's interval): " + "; ".join(
+                          f"{report.display(e['family'])} {e['draw']}: best {e['best_budget']:,} "
+                          f"{e['best']['mean']:.2f}, chosen {e['chosen']['mean']:.2f}"
+                          + ("" if e["within"] else " (outside)") for e in sel) + "."]
+    return "\n".join(lines)
+
+
+def replace_block(path: str, name: str, md: str) -> None:
+    start, end = f"<!-- budget-summary: {name} -->", "<!-- /budget-summary -->"
+    with open(path) as f:
+        doc = f.read()
+    i = doc.find(start)
+    j = doc.find(end, i)
+    if i < 0 or j < 0:
+        raise ValueError(f"--doc {path}: no block '{start}' … '{end}' to replace")
+    contract.save_text(path, doc[:i + len(start)] + "\n\n" + md + "\n\n" + doc[j:])
+
+
+def main(args: Args) -> dict:
+    if not args.results:
+        raise ValueError("--results needs at least one folder")
+    for folder in args.results:
+        if not os.path.isdir(folder):
+            raise ValueError(f"--results {folder}: no such folder")
+    labels = [os.path.basename(os.path.normpath(f)) for f in args.results]
+    envs_seen = set()
+    draws = [family_at(draw_scores(f, envs_seen)) for f in args.results]
+    if len(envs_seen) > 1:
+        raise ValueError(f"--results: the folders hold results of several envs ({', '.join(sorted(envs_seen))}); give "
+                         f"the draws of one benchmark")
+    if not any(draws):
+        raise ValueError(f"--results: no budget results (<family>_b<steps>) in {' '.join(args.results)}")
+    s = summarise(draws, labels, args.resamples)
+    md = markdown(s)
+    if args.doc:
+        replace_block(args.doc, os.path.splitext(os.path.basename(args.out))[0], md)
+    contract.save_json(args.out, {**s, "markdown": md})
+    print(md)
+    return s
+
+
+if __name__ == "__main__":
+    cli.run(main, Args)

@@ -1,0 +1,61 @@
+"""scripts/budget_summary.py: the budget study's verdict over data draws, from hand-written result folders."""
+import json
+import os
+
+import pytest
+
+from conftest import one_line_error, run
+
+SEEDS = (0, 1, 2)
+
+
+def write(folder, method, values, policy_step=None, env="toy", split="train"):
+    os.makedirs(folder, exist_ok=True)
+    for s, v in zip(SEEDS, values):
+        r = {"method": method, "seed": s, "split": split, "env": env, "returns": [v, v], "mean_return": v}
+        if policy_step:
+            r["policy_step"] = policy_step
+        with open(os.path.join(folder, f"{method}_s{s}_{split}.json"), "w") as f:
+            json.dump(r, f)
+
+
+def draw(folder, shift):
+    """OILCA above DWBC above BC-exp at 100 steps by a wide margin; at 10 steps BC-exp first."""
+    for b, table in ((10, {"bc_exp": 3.0, "dwbc": 2.0, "oilca": 1.0}), (100, {"bc_exp": 1.0, "dwbc": 5.0, "oilca": 9.0})):
+        for fam, v in table.items():
+            write(folder, f"{fam}_b{b}", [v + shift + 0.1 * s for s in SEEDS], policy_step=b)
+    write(folder, "oilca_sel", [9.0 + shift + 0.1 * s for s in SEEDS], policy_step=100)
+    write(folder, "dwbc_sel", [2.0 + shift + 0.1 * s for s in SEEDS], policy_step=10)
+
+
+def test_summary_over_draws(tmp_path):
+    folders = [str(tmp_path / f"d{i}") for i in range(3)]
+    for i, f in enumerate(folders):
+        draw(f, shift=i)
+    out = str(tmp_path / "summary.json")
+    doc = tmp_path / "doc.md"
+    doc.write_text("intro\n<!-- budget-summary: summary -->\nold\n<!-- /budget-summary -->\nend\n")
+    run("scripts/budget_summary.py", "--results", *folders, "--out", out, "--doc", str(doc), "--resamples", "500")
+    with open(out) as f:
+        s = json.load(f)
+    cell = next(c for c in s["cells"] if (c["family"], c["budget"]) == ("oilca", 100))
+    assert cell["mean"] == pytest.approx(10.1) and cell["n_groups"] == 3 and cell["n"] == 9  # 9 + mean shift 1 + 0.1
+    gap = next(g for g in s["gaps"] if (g["x"], g["y"], g["budget"]) == ("oilca", "dwbc", 100))
+    assert gap["mean"] == pytest.approx(4.0) and gap["ci"] == pytest.approx([4.0, 4.0])
+    top = next(o for o in s["orderings"] if o["budget"] == 100)
+    assert top["over_draws"] == "OILCA > DWBC > BC-exp" and top["paper_order_oilca"]["over_draws"] is True
+    sel = next(o for o in s["orderings"] if o["budget"] == "selected")
+    assert sel["over_draws"] == "OILCA > DWBC"
+    within = {(e["family"], e["draw"]): e["within"] for e in s["selection"]}
+    assert within[("oilca", "d0")] and not within[("dwbc", "d0")]  # DWBC's chosen 10 steps is far below its 100
+    text = doc.read_text()
+    assert text.startswith("intro\n<!-- budget-summary: summary -->") and "old" not in text and text.endswith("end\n")
+    assert "| 100 |" in text and "chosen on held-out D_E" in text
+
+
+def test_draws_of_different_envs_are_refused(tmp_path):
+    draw(str(tmp_path / "a"), 0)
+    write(str(tmp_path / "b"), "dwbc_b10", [1.0, 2.0, 3.0], policy_step=10, env="dmc:cartpole-swingup")
+    proc = run("scripts/budget_summary.py", "--results", str(tmp_path / "a"), str(tmp_path / "b"), "--out",
+               str(tmp_path / "s.json"), ok=False)
+    assert one_line_error(proc, "several envs") and not os.path.exists(tmp_path / "s.json")
