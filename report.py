@@ -254,6 +254,12 @@ def check_row(path: str, r: dict) -> None:
     for key in ("mean_return", "std_return", "mean_success"):
         if key in r and r[key] is not None and not _numbers([r[key]]):
             raise ReportError(f"{path}: '{key}' must be a finite number, got {r[key]!r}")
+    with np.errstate(over="ignore"):
+        mean = float(np.mean(np.asarray(r["returns"], dtype=np.float64)))
+    if not math.isfinite(mean):
+        raise ReportError(f"{path}: the mean of 'returns' is not a finite number (returns of size up to 1e308?)")
+    if r.get("mean_return") is not None and not math.isclose(r["mean_return"], mean, rel_tol=1e-6, abs_tol=1e-6):
+        raise ReportError(f"{path}: 'mean_return' {r['mean_return']!r} is not the mean of its 'returns' ({mean!r})")
     x = r.get("augmented_de_over_du")
     if x is not None and (not isinstance(x, (int, float)) or isinstance(x, bool) or not math.isfinite(x)):
         raise ReportError(f"{path}: 'augmented_de_over_du' must be a finite number (or absent)")

@@ -17,6 +17,7 @@ A draw or family missing some budget is reported with what it has ("—" elsewhe
 --out file's name without .json) in FILE with the markdown; without markers the file is left alone (error).
 """
 
+import json
 import os
 import sys
 from dataclasses import dataclass
@@ -44,6 +45,9 @@ class Args:
     """a markdown file whose budget-summary block is replaced (see above)"""
     resamples: int = stats.N_RESAMPLES
     """bootstrap resamples per interval"""
+    again: Optional[str] = None
+    """a summary JSON this script wrote: make it again from the folders, doc and resamples it records (what
+    scripts/regenerate_tables.sh does); the other flags are then ignored"""
 
 
 def draw_scores(folder: str, envs_seen: set) -> Dict[Tuple[str, str], Dict[int, float]]:
@@ -197,6 +201,13 @@ def replace_block(path: str, name: str, md: str) -> None:
 
 
 def main(args: Args) -> dict:
+    if args.again:
+        try:
+            with open(args.again) as f:
+                rec = json.load(f)["inputs"]
+            args = Args(results=tuple(rec["results"]), out=args.again, doc=rec["doc"], resamples=rec["resamples"])
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise ValueError(f"--again {args.again}: not a summary this script wrote ({type(e).__name__}: {e})") from None
     if not args.results:
         raise ValueError("--results needs at least one folder")
     for folder in args.results:
@@ -214,7 +225,8 @@ def main(args: Args) -> dict:
     md = markdown(s)
     if args.doc:
         replace_block(args.doc, os.path.splitext(os.path.basename(args.out))[0], md)
-    contract.save_json(args.out, {**s, "markdown": md})
+    contract.save_json(args.out, {**s, "markdown": md, "inputs": {"results": list(args.results), "doc": args.doc,
+                                                                  "resamples": args.resamples}})
     print(md)
     return s
 

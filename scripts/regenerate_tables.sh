@@ -24,5 +24,8 @@ done
 $PY report.py --paper-table 7 --results-pattern 'results/{benchmark}_{task}_t5' --c-pattern '{folder}-c{c}' \
   --doc docs/tables.md > /dev/null
 $PY scripts/task_summary.py --doc docs/tables.md > /dev/null
+for summary in results/*_summary.json; do  # the budget study's verdicts over data draws (scripts/budget_summary.py)
+  [ -f "$summary" ] && $PY scripts/budget_summary.py --again "$summary" > /dev/null
+done
 echo "regenerated every table; differences from the committed files:"
 git status --short -- results docs README.md

@@ -59,3 +59,20 @@ def test_draws_of_different_envs_are_refused(tmp_path):
     proc = run("scripts/budget_summary.py", "--results", str(tmp_path / "a"), str(tmp_path / "b"), "--out",
                str(tmp_path / "s.json"), ok=False)
     assert one_line_error(proc, "several envs") and not os.path.exists(tmp_path / "s.json")
+
+
+def test_again_remakes_the_summary_from_its_record(tmp_path):
+    folders = [str(tmp_path / f"d{i}") for i in range(2)]
+    for i, f in enumerate(folders):
+        draw(f, shift=i)
+    out = str(tmp_path / "summary.json")
+    run("scripts/budget_summary.py", "--results", *folders, "--out", out, "--resamples", "300")
+    first = open(out).read()
+    os.remove(out)
+    assert one_line_error(run("scripts/budget_summary.py", "--again", str(tmp_path / "missing.json"), ok=False),
+                          "not a summary this script wrote")
+    with open(str(tmp_path / "copy.json"), "w") as f:
+        f.write(first)
+    run("scripts/budget_summary.py", "--again", str(tmp_path / "copy.json"))
+    again = json.loads((tmp_path / "copy.json").read_text())
+    assert again["markdown"] == json.loads(first)["markdown"] and again["inputs"]["resamples"] == 300

@@ -207,6 +207,8 @@ def test_bad_input_is_one_line_on_stderr_and_writes_nothing(tmp_path):
     ("no_seed", "result JSON without seed"),
     ("duplicate", "both hold method bc_exp, seed 0, split train"),
     ("env_number", "'env' must be a non-empty string"),
+    ("mean_contradicts", "'mean_return' 5.0 is not the mean of its 'returns'"),
+    ("huge", "mean of 'returns' is not a finite number"),
 ])
 def test_bad_results_folders(tmp_path, case, words):
     folder = tmp_path / "results"
@@ -216,7 +218,9 @@ def test_bad_results_folders(tmp_path, case, words):
             "nan": [result("bc_exp", 0, "train", 1.0) | {"returns": [1.0, float("nan")]}],
             "no_seed": [{k: v for k, v in result("bc_exp", 0, "train", 1.0).items() if k != "seed"}],
             "duplicate": [result("bc_exp", 0, "train", 1.0)],
-            "env_number": [result("bc_exp", 0, "train", 1.0, env=3)]}[case]
+            "env_number": [result("bc_exp", 0, "train", 1.0, env=3)],
+            "mean_contradicts": [result("bc_exp", 0, "train", 1.0, mean_return=5.0)],
+            "huge": [result("bc_exp", 0, "train", 1.0) | {"returns": [1e308, 1e308]}]}[case]
     for i, r in enumerate(rows):
         with open(folder / f"r{i}.json", "w") as f:
             json.dump(r, f)
