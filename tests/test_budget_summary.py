@@ -76,3 +76,15 @@ def test_again_remakes_the_summary_from_its_record(tmp_path):
     run("scripts/budget_summary.py", "--again", str(tmp_path / "copy.json"))
     again = json.loads((tmp_path / "copy.json").read_text())
     assert again["markdown"] == json.loads(first)["markdown"] and again["inputs"]["resamples"] == 300
+
+
+def test_the_study_script_runs_the_three_draws(tmp_path):
+    """scripts/budget_study.sh --dry-run: the runner's jobs of each draw (extra flags reach every call)."""
+    import subprocess
+    from conftest import ROOT
+    proc = subprocess.run(["bash", "scripts/budget_study.sh", "--dry-run", "--root", str(tmp_path)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    for slug in ("toy_study", "toy_study_d1", "toy_study_d2"):
+        assert f"runs/{slug}/oilca_matched_b100000_s4 " in proc.stdout and f"results/{slug}/budget_selection" in proc.stdout
+    assert "--flush-denormal" in proc.stdout and not (tmp_path / "results").exists()
