@@ -122,6 +122,23 @@ def importance_weights(c, version: str = "v1"):
     return torch.exp(-cost_of_logit(c)) if version == "v1" else torch.exp(c)
 
 
+W_MAX_V1 = 1.0 / (1.0 / (1.0 + 1e-3) - 1.0 + 1e-3)  # the largest v1 weight (σ(c) → 1): a τ above it keeps no row
+
+
+def check_tau(args) -> None:
+    """A τ that no weight can reach is refused before training (one line): v1 weights are at most W_MAX_V1."""
+    if args.version == "v1" and args.tau > W_MAX_V1:
+        raise ValueError(f"--tau {args.tau}: above every weight --version v1 can give (at most {W_MAX_V1:.6g}); the "
+                         f"policy would never be trained")
+
+
+def check_trained(tau: float, kept: float) -> None:
+    """After training: refuse (nothing is written) when τ left every union row out of the policy loss at every step."""
+    if tau > 0 and kept == 0:
+        raise ValueError(f"--tau {tau}: every union row's weight was below it at every step, so the policy was never "
+                         f"trained; lower --tau")
+
+
 def weighted_nll(log_pi, w, tau: float = 0.0):
     """-E_U[w · 1(w ≥ τ) · Σ_j log π(a_j | s)], log_pi [B] summed over action dims, w detached."""
     w = w.detach()
@@ -151,6 +168,7 @@ def norm_rows(data: dict, args: Args):
 @contract.all_or_nothing  # a failed run writes nothing; SIGTERM cleans up as SIGINT does
 def main(args: Args) -> dict:
     check_args(args, **RULES)
+    check_tau(args)
     data, meta, spec = load(args.dataset)
     contract.require_expert(data, args.dataset)
     check_outputs(args, spec)
@@ -173,6 +191,7 @@ def main(args: Args) -> dict:
 
     run = start(args, method, args.total_steps)
     trace = {"disc_loss": [], "policy_loss": []}
+    kept = torch.zeros((), device=device)  # union rows that passed τ, over the run (read once, at the end)
     for step in range(1, args.total_steps + 1):
         ie = torch.as_tensor(rng.choice(exp_rows, B), device=device)  # B rows of D_E
         iu = torch.as_tensor(rng.integers(0, N, B), device=device)  # B rows of the union
@@ -186,6 +205,7 @@ def main(args: Args) -> dict:
         # policy: importance-weighted BC on the union (L_π), weights w from this forward pass (detached)
         w = importance_weights(c_u, args.version)
         p_loss = weighted_nll(actor.log_prob(obs[iu], act[iu]).sum(-1), w, args.tau)
+        kept += (w >= args.tau).sum()
         disc_opt.zero_grad()
         actor_opt.zero_grad()
         (c_loss + p_loss).backward()  # the two networks' parameters are disjoint: each gets its own loss's gradient
@@ -201,6 +221,7 @@ def main(args: Args) -> dict:
             run.log(step, {"disc_loss": c_loss.item(), "policy_loss": p_loss.item(), **stats, "eval_return": ret})
         else:
             run.tick(step, lambda: {"disc_loss": c_loss.item(), "policy_loss": p_loss.item()})
+    check_trained(args.tau, kept.item())
     finish(run, args, spec, artifact(copy.deepcopy(actor).cpu(), norm, **run_facts(args, data, method)))
     return {"method": method, "seed": args.seed, "log": run.log_rows, "loss_trace": trace}
 

@@ -42,6 +42,7 @@ class Args(ref.Args, FastArgs):
 
 @contract.all_or_nothing
 def main(args: Args) -> dict:
+    ref.check_tau(args)
     runs, data, meta, spec = seed_runs(args, ref, ref.RULES, expert=True)  # one reference Args per seed
     _, aug, _ = training_rows(data)
     method = args.method or ("iswbc_ca" if aug.any() else "iswbc")
@@ -118,10 +119,12 @@ def main(args: Args) -> dict:
     step_once = GraphedStep(step_fn, graphed)
     logs = [start(a, method, args.total_steps) for a in runs]
     trace = []
+    kept = torch.zeros(R, device=device)  # union rows that passed τ per replica, over the run (read at the end)
     for step in range(1, args.total_steps + 1):
         idx, lam = (chunks[0].next(), chunks[1].next()) if chunks is not None else host_draw()
         lam_buf.copy_(lam)
         c_loss, p_loss, c_e, c_u, w = step_once(idx)
+        kept += (w >= args.tau).sum(-1)
         if step <= args.loss_trace:
             trace.append(torch.stack([c_loss, p_loss]))  # a new tensor: the graph's outputs change at the next step
         if is_eval_step(args, step, args.total_steps):
@@ -134,6 +137,8 @@ def main(args: Args) -> dict:
         else:
             logs[0].tick(step, lambda: {"disc_loss": c_loss.mean().item(), "policy_loss": p_loss.mean().item()})
     trace = torch.stack(trace).permute(2, 1, 0).tolist() if trace else [[[], []] for _ in runs]  # [R, 2, steps]
+    for n in kept.tolist():  # any replica that never trained its policy: the whole run is refused
+        ref.check_trained(args.tau, n)
     for k in range(R):
         finish(logs[k], runs[k], spec, artifact(replica(k).cpu(), norm, **run_facts(runs[k], data, method)))
     return {"method": method, "runs": [{"seed": a.seed, "log": logs[k].log_rows,

@@ -193,3 +193,20 @@ def test_bad_inputs_are_refused_before_anything_is_written(tiny_dataset, tmp_pat
         with pytest.raises(ValueError, match=words):  # contract.ContractError is a ValueError
             main(args)
     assert not (tmp_path / "x").exists()
+
+
+def test_iswbc_tau_that_keeps_no_row_is_refused(tiny_dataset, tmp_path):
+    """A τ no v1 weight can reach is refused before training; one no weight reached during the run is refused at
+    the end (reference and fast path): in neither case is a policy written."""
+    from fast import train_iswbc as fast_w
+    tiny = dict(total_steps=5, hidden=16, batch_size=16, eval_every=0, eval_episodes=0, threads=1)
+    with pytest.raises(ValueError, match="above every weight --version v1 can give"):
+        W.main(W.Args(dataset=tiny_dataset, out_dir=str(tmp_path / "v1"), tau=2 * W.W_MAX_V1, **tiny))
+    for stage, out in ((W, "v2"), (fast_w, "fast_v2_s{seed}")):
+        kw = dict(seeds=(0, 1)) if stage is fast_w else {}
+        with pytest.raises(ValueError, match="never trained"):
+            stage.main(stage.Args(dataset=tiny_dataset, out_dir=str(tmp_path / out), version="v2", tau=1e30, **kw,
+                                  **tiny))
+    assert not any(p.name.startswith(("v1", "v2", "fast")) for p in tmp_path.iterdir())
+    W.main(W.Args(dataset=tiny_dataset, out_dir=str(tmp_path / "ok"), tau=1e-6, **tiny))  # a reachable τ trains
+    assert (tmp_path / "ok" / "policy.pt").exists()
