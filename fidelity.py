@@ -69,6 +69,9 @@ def augmented_rows(path: str) -> Tuple[dict, np.ndarray]:
     return data, rows
 
 
+COPY_ROW = "copy partner s'"  # the row this stage adds: the partner's own next state, labelled by the sampler
+
+
 @contract.all_or_nothing  # a failed run writes nothing; SIGTERM cleans up as SIGINT does
 def main(args: Args) -> dict:
     if not args.augmented:
@@ -78,6 +81,8 @@ def main(args: Args) -> dict:
     names = list(args.names) if args.names else [p.rsplit("/", 1)[-1].removesuffix(".npz") for p in args.augmented]
     if len(names) != len(args.augmented) or len(set(names)) != len(names):
         raise ValueError(f"--names needs {len(args.augmented)} distinct names, one per --augmented dataset")
+    if COPY_ROW in names:
+        raise ValueError(f"--names: '{COPY_ROW}' is the name of this table's own copy row; name the dataset otherwise")
     inputs = [augmented_rows(p) for p in args.augmented]
     data0, rows0 = inputs[0]
     env = toy_env.make_env(data0["metadata"])
@@ -107,10 +112,16 @@ def main(args: Args) -> dict:
     if sampler is None:
         raise ValueError(f"{args.augmented[0]}: no sampler recorded in its metadata; pass --sampler")
     art = contract.load_policy(sampler)
+    meta0 = data0["metadata"]
+    dims = (art["config"]["obs_dim"], art["config"]["act_dim"])
+    spec_id = (art.get("env") or {}).get("env_id") if isinstance(art.get("env"), dict) else None
+    if dims != (meta0["obs_dim"], meta0["act_dim"]) or (spec_id is not None and spec_id != "toy"):
+        raise ValueError(f"{sampler}: a policy of {spec_id or 'another env'} (obs_dim, act_dim = {dims}), not of the toy "
+                         f"of {args.augmented[0]} ({(meta0['obs_dim'], meta0['act_dim'])})")
     policy = contract.build_policy(art)
     copy_states = data0["next_observations"][data0["aug_partner"][rows0]]
-    dists["copy partner s'"] = errors(data0, rows0, copy_states, policy(copy_states).astype(np.float64))
-    table.append({"name": "copy partner s'", "dataset": args.augmented[0], "sampler": sampler,
+    dists[COPY_ROW] = errors(data0, rows0, copy_states, policy(copy_states).astype(np.float64))
+    table.append({"name": COPY_ROW, "dataset": args.augmented[0], "sampler": sampler,
                   "dataset_fingerprint": contract.fingerprint(data0), "n_rows": int(len(rows0))})
 
     for row in table:

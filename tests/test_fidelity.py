@@ -76,3 +76,18 @@ def test_refusals_are_one_line(tiny_dataset, augmented, tmp_path):
     assert one_line_error(proc, "refusing to overwrite an input"), proc.stderr
     assert open(augmented.out, "rb").read() == before
     assert not (tmp_path / "f.json").exists()
+
+
+def test_a_name_of_its_own_row_and_a_sampler_of_another_env_are_refused(augmented, tmp_path):
+    import torch.nn as nn
+    proc = run("fidelity.py", "--augmented", augmented.out, "--names", fidelity.COPY_ROW, "--out",
+               str(tmp_path / "f.json"), ok=False)
+    assert one_line_error(proc, "this table's own copy row"), proc.stderr
+    other = contract.policy_artifact(nn.Sequential(nn.Linear(5, 3)), np.zeros(5), np.ones(5), [-1.0] * 3, [1.0] * 3,
+                                     env={"env_id": "dmc:cartpole-swingup"}, method="bc_exp", seed=0,
+                                     dataset_fingerprint="x")
+    contract.save_policy(str(tmp_path / "other.pt"), other)
+    proc = run("fidelity.py", "--augmented", augmented.out, "--sampler", str(tmp_path / "other.pt"), "--out",
+               str(tmp_path / "f.json"), ok=False)
+    assert one_line_error(proc, "a policy of dmc:cartpole-swingup"), proc.stderr
+    assert not (tmp_path / "f.json").exists()
