@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
-# The toy budget study of docs/budget.md: three data draws, one after the other, each through the runner (resumable:
-# a finished job is skipped, so the same command continues where a stopped run left off), then the verdict over the
-# draws. Extra arguments go to every runner call, e.g. `--fast --gpus 1 --budgets 5000 20000 50000 100000 200000`
+# The toy budget study of docs/budget.md: three data draws, one after the other (seeds 0-2 of a draw, then 3-4), each
+# through the runner (resumable: a finished job is skipped, so the same command continues where a stopped run left
+# off), then the verdict over the draws. Extra arguments go to every runner call, e.g. `--fast --gpus 1 --budgets 5000 20000 50000 100000 200000`
 # on a GPU machine (the last --budgets given wins).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
 for d in 0 1 2; do
-  $PY runner.py --benchmark toy --tag study --data-seed "$d" --ratio 1.0 --budgets 5000 20000 50000 100000 \
-    --methods bc_exp bc_all dwbc oilca oilca_matched --fig5-ratios --select-budget-folds 1 \
-    --train-flags="--flush-denormal" --jobs 2 --threads 1 "$@"
+  for seeds in "0 1 2" "0 1 2 3 4"; do  # each draw's first three seeds complete first: a table sooner, resumed later
+    # shellcheck disable=SC2086
+    $PY runner.py --benchmark toy --tag study --data-seed "$d" --ratio 1.0 --budgets 5000 20000 50000 100000 \
+      --methods bc_exp bc_all dwbc oilca oilca_matched --fig5-ratios --select-budget-folds 1 --seeds $seeds \
+      --train-flags="--flush-denormal" --jobs 2 --threads 1 "$@"
+  done
 done
 case " $* " in *" --dry-run "*) exit 0 ;; esac  # a dry run lists the jobs only
 $PY scripts/budget_summary.py --results results/toy_study results/toy_study_d1 results/toy_study_d2 \
