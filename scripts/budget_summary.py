@@ -176,7 +176,8 @@ def markdown(s: dict) -> str:
                         f"0: {'yes' if v['over_draws'] else 'no'} over draws, per draw "
                         + ", ".join(f"{lab} {'yes' if p else 'no'}" for lab, p in zip(s["draws"], v["per_draw"]))
                         for k, v in o.items() if k.startswith("paper_order_")]
-            lines += ["", f"Ordering at {row(o['budget'])}: {o['over_draws']} (over draws); per draw: "
+            lines += ["", f"Ordering of the means at {row(o['budget'])} (read the intervals above before calling two "
+                      f"methods apart): {o['over_draws']} (over draws); per draw: "
                       + "; ".join(f"{lab}: {t}" for lab, t in zip(s["draws"], o["per_draw"]))
                       + (". " + ". ".join(verdicts) if verdicts else "") + "."]
         sel = [e for e in s["selection"] if e["split"] == split]
