@@ -34,6 +34,7 @@ from oilca import cli
 from oilca import contract
 import envs
 from envs import toy as toy_env
+from training.policy import check_dims
 
 
 @dataclass
@@ -112,12 +113,10 @@ def main(args: Args) -> dict:
     if sampler is None:
         raise ValueError(f"{args.augmented[0]}: no sampler recorded in its metadata; pass --sampler")
     art = contract.load_policy(sampler)
-    meta0 = data0["metadata"]
-    dims = (art["config"]["obs_dim"], art["config"]["act_dim"])
-    spec_id = (art.get("env") or {}).get("env_id") if isinstance(art.get("env"), dict) else None
-    if dims != (meta0["obs_dim"], meta0["act_dim"]) or (spec_id is not None and spec_id != "toy"):
-        raise ValueError(f"{sampler}: a policy of {spec_id or 'another env'} (obs_dim, act_dim = {dims}), not of the toy "
-                         f"of {args.augmented[0]} ({(meta0['obs_dim'], meta0['act_dim'])})")
+    spec_id = art["env"].get("env_id") if isinstance(art.get("env"), dict) else None
+    if spec_id not in (None, "toy"):
+        raise ValueError(f"{sampler}: a policy of {spec_id}, not of the toy of {args.augmented[0]}")
+    check_dims(sampler, art, envs.env_spec(data0["metadata"]))
     policy = contract.build_policy(art)
     copy_states = data0["next_observations"][data0["aug_partner"][rows0]]
     dists[COPY_ROW] = errors(data0, rows0, copy_states, policy(copy_states).astype(np.float64))

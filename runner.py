@@ -434,12 +434,17 @@ def build(args: Args, p: dict) -> List[Job]:
             if rs:
                 wanted[(m, seed)] = rs
     aug = lambda m, r, s: path("data", f"{slug}_aug{'' if m == 'oilca' else '_' + m}_r{r}_s{s}.npz")  # noqa: E731
+    def ivae_job(name, stage, dataset, folder) -> str:
+        """The iVAE fit on `dataset` into runs/<slug>/<folder>; returns its checkpoint."""
+        ckpt = path(runs, folder, "ivae.pt")
+        add(name, stage, ["train_ivae.py", "--dataset", dataset, "--out-dir", os.path.dirname(ckpt), "--seed", 0,
+                          "--total-steps", args.ivae_steps, *threads, *p["ivae_flags"], *shlex.split(args.ivae_flags),
+                          *cuda, "--force"], [dataset], [ckpt, path(runs, folder, "metrics.json")], gpus=args.gpus)
+        return ckpt
+
     ivae = path(runs, "ivae", "ivae.pt")
     if any(VARIANTS[m].get("ivae", True) for m, _ in wanted) or MATCHED in args.methods:
-        add("ivae", "ivae", ["train_ivae.py", "--dataset", data, "--out-dir", os.path.dirname(ivae), "--seed", 0,
-                             "--total-steps", args.ivae_steps, *threads, *p["ivae_flags"],
-                             *shlex.split(args.ivae_flags), *cuda, "--force"],
-            [data], [ivae, path(runs, "ivae", "metrics.json")], gpus=args.gpus)
+        ivae_job("ivae", "ivae", data, "ivae")
 
     fast = args.fast or args.gpus > 0  # the fast path (fast/train_*.py): seeds side by side, CUDA graphs on a GPU
     fast_groups: Dict[tuple, list] = {}  # (label, stage, script, flags, method, evals, budget) -> [(seed, dataset)]
@@ -512,6 +517,11 @@ def build(args: Args, p: dict) -> List[Job]:
                     trainer_job(f"{label}", stage, [s], "fast/" + script, d, flags, method, evals, budget, steps=steps)
         fast_groups.clear()
 
+    def bc_or_dwbc(name: str) -> tuple:
+        """(script, flags) of bc_exp, bc_all or dwbc."""
+        return ("train_dwbc.py", ()) if name == "dwbc" else \
+            ("train_bc.py", ("--data", name[3:].replace("exp", "expert")))
+
     samplers = {VARIANTS[m].get("sampler") for m, _ in wanted}
     for seed in args.seeds:  # BC-exp / BC-all: methods, samplers, and the selection's candidates
         for kind in ("expert", "all"):
@@ -534,7 +544,7 @@ def build(args: Args, p: dict) -> List[Job]:
             add(f"cv_split_f{k}", "select", ["cv_split.py", "--dataset", data, "--folds", K, "--fold", k, "--seed", 0,
                                              "--out", fold(k), "--heldout-out", held(k), "--force"], [data], [fold(k), held(k)])
             for c in cand:
-                script, flags = ("train_dwbc.py", ()) if c == "dwbc" else ("train_bc.py", ("--data", c[3:].replace("exp", "expert")))
+                script, flags = bc_or_dwbc(c)
                 train(f"select_{c}_f{k}", "select", 0, script, fold(k), *flags, evals=False)
         selected = [path(runs, f"sampler_selected_s{s}", "policy.pt") for s in args.seeds]
         add("select_sampler", "select",
@@ -614,16 +624,11 @@ def build(args: Args, p: dict) -> List[Job]:
                                              "--out", fold(k), "--heldout-out", held(k), "--force"], [data], [fold(k), held(k)])
             for name in ("bc_exp", "bc_all", "dwbc"):
                 if name in fams or (name == "bc_exp" and MATCHED in fams):
-                    flags = () if name == "dwbc" else ("--data", "all" if name == "bc_all" else "expert")
-                    train(f"bsel_{name}_f{k}_s0", "select_budget", 0, f"train_{name.split('_')[0]}.py", fold(k),
-                          *flags, method=name, evals=False, budget=True)
+                    script, flags = bc_or_dwbc(name)
+                    train(f"bsel_{name}_f{k}_s0", "select_budget", 0, script, fold(k), *flags, method=name,
+                          evals=False, budget=True)
             if "oilca" in fams or MATCHED in fams:  # the fold's own iVAE: OILCA may see no held-out episode
-                fold_ivae = path(runs, f"ivae_cv{K}_f{k}", "ivae.pt")
-                add(f"ivae_cv{K}_f{k}", "select_budget",
-                    ["train_ivae.py", "--dataset", fold(k), "--out-dir", os.path.dirname(fold_ivae), "--seed", 0,
-                     "--total-steps", args.ivae_steps, *threads, *p["ivae_flags"], *shlex.split(args.ivae_flags),
-                     *cuda, "--force"], [fold(k)], [fold_ivae, os.path.join(os.path.dirname(fold_ivae), "metrics.json")],
-                    gpus=args.gpus)
+                fold_ivae = ivae_job(f"ivae_cv{K}_f{k}", "select_budget", fold(k), f"ivae_cv{K}_f{k}")
             if "oilca" in fams:  # its sampler: BC-exp on the fold at --steps (the sampler selection's candidate run)
                 sampler = path(runs, f"select_bc_exp_f{k}", "policy.pt")
                 train(f"select_bc_exp_f{k}", "select", 0, "train_bc.py", fold(k), "--data", "expert", evals=False)
@@ -636,15 +641,16 @@ def build(args: Args, p: dict) -> List[Job]:
             if MATCHED in fams:
                 matched(f"_cv{K}_f{k}", fold(k), fold_ivae, path(runs, f"bsel_bc_exp_f{k}_b{top}_s0"), 0, evals=False)
         for f in fams:
-            if f == MATCHED:
+            if f == MATCHED:  # one run per budget
                 policies = [path(runs, f"bsel_{MATCHED}_b{{budget}}_cv{K}_f{{fold}}_s0", "policy.pt"), ""]
-            else:
+                policy = lambda k, b: policies[0].replace("{budget}", str(b)).replace("{fold}", str(k))  # noqa: E731
+            else:  # one budget run, its policy at the largest budget saved as policy.pt
                 run = path(runs, f"bsel_{f}_f{{fold}}_b{top}_s0")
                 policies = [os.path.join(run, "policy_step{budget}.pt"), os.path.join(run, "policy.pt")]
+                policy = lambda k, b, run=run: budget_policy(run.replace("{fold}", str(k)), b)  # noqa: E731
             result = path(res, f"{f}_b{{budget}}_s{{seed}}_{{split}}.json")
             inputs = [data] + [x for k in range(args.select_budget_folds) for x in (fold(k), held(k))]
-            inputs += [policies[0 if (b != top or not policies[1]) else 1].replace("{fold}", str(k))
-                       .replace("{budget}", str(b)) for k in range(args.select_budget_folds) for b in args.budgets]
+            inputs += [policy(k, b) for k in range(args.select_budget_folds) for b in args.budgets]
             inputs += [result.replace("{budget}", str(b)).replace("{seed}", str(s)).replace("{split}", sp)
                        for b in args.budgets for s in args.seeds for sp in p["splits"]]
             selected = path(res, f"{f}_sel_s{{seed}}_{{split}}.json")
@@ -876,31 +882,26 @@ def run_local(todo: List[Job], env: dict, jobs: int, on_start, on_done, solo: Se
     alone = lambda j: j.name.startswith(tuple(solo))  # noqa: E731
     with ThreadPoolExecutor(max(1, jobs)) as pool:
         try:
-            loop(pool, todo, running, done, failed, jobs, alone, env, on_start, on_done)
+            while todo or running:
+                ready = [j for j in todo if all(d in done for d in j.deps)] if not failed else []
+                for j in ready:
+                    if len(running) >= max(1, jobs) or any(map(alone, running.values())) or (alone(j) and running):
+                        break
+                    todo.remove(j)
+                    on_start(j)
+                    running[pool.submit(execute, j, env)] = j
+                if not running:
+                    break
+                finished, _ = wait(running, return_when=FIRST_COMPLETED)
+                for fut in finished:
+                    res = fut.result()
+                    running.pop(fut)
+                    failed |= not res["ok"]
+                    done.add(res["name"])
+                    on_done(res)
         except Stopped as e:  # stop the jobs before the pool waits for its threads
             e.jobs = stop_children()
             raise
-
-
-def loop(pool, todo, running, done, failed, jobs, alone, env, on_start, on_done):
-    """run_local's scheduling loop: start what is ready, collect what finished; after a failure start nothing."""
-    while todo or running:
-        ready = [j for j in todo if all(d in done for d in j.deps)] if not failed else []
-        for j in ready:
-            if len(running) >= max(1, jobs) or any(map(alone, running.values())) or (alone(j) and running):
-                break
-            todo.remove(j)
-            on_start(j)
-            running[pool.submit(execute, j, env)] = j
-        if not running:
-            break
-        finished, _ = wait(running, return_when=FIRST_COMPLETED)
-        for fut in finished:
-            res = fut.result()
-            running.pop(fut)
-            failed |= not res["ok"]
-            done.add(res["name"])
-            on_done(res)
 
 
 def _ray_task(job: Job, env: dict, stop_file: str, *upstream: dict) -> dict:
@@ -1026,8 +1027,7 @@ def run_jobs(args: Args, p: dict, jobs: List[Job], state: dict, listing: list, r
         else:
             run_local(list(todo), env, args.jobs, on_start, on_done, args.solo)
     except Stopped as e:
-        n = getattr(e, "jobs", None)
-        n = stop_children() if n is None else n
+        n = getattr(e, "jobs", 0)  # run_local stopped its jobs; Ray's tasks are Ray's
         raise SystemExit(f"error: the runner got {e}: stopped it and its {n} running job(s); run the same command "
                          f"again to resume (finished jobs are skipped)") from None
     finally:

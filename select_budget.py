@@ -42,6 +42,7 @@ from oilca import cli
 from oilca import contract
 import envs
 from select_sampler import action_mse, cv_record, fill
+from training.policy import check_dims
 
 RULE = ("held-out expert-action error: D_E episodes of the folds used are held out of training (cv_split.py); the "
         "method's policy after each budget b, trained without them, is scored by the mean squared error between its "
@@ -124,10 +125,7 @@ def check_fold_policy(path: str, art: dict, args: Args, budget: int, fold_rec: d
     if art.get("policy_step") != budget:
         raise contract.ContractError(f"{path}: the policy after {art.get('policy_step')} steps, not {budget} "
                                      f"(--fold-policy, --budgets)")
-    cfg = art["config"]
-    if (cfg["obs_dim"], cfg["act_dim"]) != (meta["obs_dim"], meta["act_dim"]):
-        raise contract.ContractError(f"{path}: obs_dim, act_dim = {(cfg['obs_dim'], cfg['act_dim'])} but "
-                                     f"{args.dataset} has {(meta['obs_dim'], meta['act_dim'])}")
+    check_dims(path, art, envs.env_spec(meta))
     src = art.get("dataset")
     if not isinstance(src, str) or not os.path.isfile(src):
         raise contract.ContractError(f"{path}: its training dataset {src!r} is not a file here (needed to check that "

@@ -205,7 +205,8 @@ def main(args: Args) -> dict:
         # policy: importance-weighted BC on the union (L_π), weights w from this forward pass (detached)
         w = importance_weights(c_u, args.version)
         p_loss = weighted_nll(actor.log_prob(obs[iu], act[iu]).sum(-1), w, args.tau)
-        kept += (w >= args.tau).sum()
+        if args.tau > 0:  # with τ = 0 every row counts: nothing to watch
+            kept += (w >= args.tau).sum()
         disc_opt.zero_grad()
         actor_opt.zero_grad()
         (c_loss + p_loss).backward()  # the two networks' parameters are disjoint: each gets its own loss's gradient

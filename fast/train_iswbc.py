@@ -124,7 +124,8 @@ def main(args: Args) -> dict:
         idx, lam = (chunks[0].next(), chunks[1].next()) if chunks is not None else host_draw()
         lam_buf.copy_(lam)
         c_loss, p_loss, c_e, c_u, w = step_once(idx)
-        kept += (w >= args.tau).sum(-1)
+        if args.tau > 0:  # with τ = 0 every row counts: nothing to watch
+            kept += (w >= args.tau).sum(-1)
         if step <= args.loss_trace:
             trace.append(torch.stack([c_loss, p_loss]))  # a new tensor: the graph's outputs change at the next step
         if is_eval_step(args, step, args.total_steps):
