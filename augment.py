@@ -25,6 +25,19 @@ Controls (each isolates one part of the method; the same number of rows as the c
   the env's expert, collected online (envs.expert_episodes) in whole episodes whose classes of c are drawn from
   D_E's rows, then subsampled to the row count. Rewards, next states and (where known) u are the real ones.
 
+Label sources beyond the paper (docs/labels.md; each changes only who labels s~', recorded in the metadata):
+- `--labels ensemble`: K = `--ensemble-size` BC-exp samplers, member k trained as the sampler above on a bootstrap
+  resample of D_E's episodes (drawn with replacement, seeded by (--seed, k)), or K given policy artifacts
+  (`--ensemble-members`). The label is the members' mean action; their disagreement on a row is the mean over action
+  dims of the members' standard deviation, actions scaled to [-1, 1] by the bounds. `--ensemble-keep q` draws
+  ceil(n/q) candidate rows exactly as the counterfactual mode draws n, and keeps the n whose labels disagree least
+  (q = 1: the same rows as the plain mode with the same seed, only the labels differ). Choose q on held-out D_E
+  episodes (select_sampler.py --out-result), never by rollouts.
+- Self-improving labels: `--sampler` may be a policy trained on an augmentation of this dataset (e.g. OILCA's own
+  policy): with the same --seed and --ivae the counterfactual states are the same as the previous round's, only the
+  labels change; the sampler facts then record `round` (the labeller's own round + 1).
+- Any other imitation policy trained on this dataset (ISW-BC, ILID, …) labels through `--sampler` as BC-exp does.
+
 Amount: `ratio` = |augmented D_E| / |D_U|, the x-axis of the paper's Fig. 5; augmented D_E = the collected
 expert rows plus the new rows, so the script makes max(0, round(ratio·|D_U|) - |D_E|) rows.
 
@@ -39,8 +52,9 @@ dataset has passed the contract's checks, and no output may be one of the inputs
 """
 
 import time
+import math
 from dataclasses import asdict, dataclass
-from typing import Literal, Optional
+from typing import Literal, Optional, Tuple
 
 import numpy as np
 import torch
@@ -50,7 +64,7 @@ from oilca import cli
 from oilca import contract
 import envs
 from oilca.ivae import load_ivae
-from training.policy import Actor, Normalizer, artifact, bc_loss
+from training.policy import Actor, Normalizer, artifact, bc_loss, check_dims
 
 
 MAX_RATIO = 100.0  # --ratio above this would multiply D_U a hundredfold: refused as a typo
@@ -67,9 +81,17 @@ class Args:
     sampler: Optional[str] = None
     """use this policy artifact (e.g. train_bc.py's BC-exp on the same dataset) as π̂_E instead of training one"""
     sampler_out: str = "runs/sampler/policy.pt"
-    """output: the trained sampler policy π̂_E as a policy artifact (when --sampler is not given)"""
-    labels: Literal["sampler", "oracle"] = "sampler"
-    """who labels the new rows: the sampler π̂_E (the method), or the env's own expert (the oracle-labels control)"""
+    """output: the trained sampler policy π̂_E as a policy artifact (when --sampler is not given); with --labels
+    ensemble, member k's artifact goes to this path with `_m<k>` before `.pt`"""
+    labels: Literal["sampler", "oracle", "ensemble"] = "sampler"
+    """who labels the new rows: the sampler π̂_E (the method), the env's own expert (the oracle-labels control), or
+    the mean of an ensemble of samplers (--ensemble-size, --ensemble-keep)"""
+    ensemble_size: int = 5
+    """--labels ensemble: members K, each BC on a bootstrap resample of D_E's episodes (when --ensemble-members is not given)"""
+    ensemble_keep: float = 1.0
+    """--labels ensemble: share q in (0, 1] of ceil(n/q) drawn candidate rows kept, those whose labels disagree least"""
+    ensemble_members: Tuple[str, ...] = ()
+    """--labels ensemble: these policy artifacts (trained on this dataset) are the members instead of training them"""
     ratio: float = 0.5
     """|augmented D_E| / |D_U| (Fig. 5's x-axis), in [0, 100]"""
     mode: Literal["counterfactual", "reconstruct", "copy", "expert_data"] = "counterfactual"
@@ -93,21 +115,68 @@ class Args:
     """torch CPU threads"""
 
 
-def sampler_facts(args: Args, art: Optional[dict], uses_sampler: bool) -> Optional[dict]:
+def sampler_facts(args: Args, art: Optional[dict], uses_sampler: bool, members: Optional[list] = None) -> Optional[dict]:
     """Who labelled the new rows, as run facts for every later result: the sampler's kind (its method label, or
-    `oracle`), its training steps and seed; None where no row is labelled by a policy (--mode copy/expert_data)."""
+    `oracle`), its training steps and seed; None where no row is labelled by a policy (--mode copy/expert_data).
+    An ensemble adds `size` and `keep` (its kind is `ensemble_<member kind>`); a sampler that was itself trained on
+    augmented rows (a self-improving round) adds `round`, its own labeller's round + 1 (a plain labeller is round 1)."""
+    if members is not None:
+        kinds = {m["kind"] for m in members}
+        steps = {m["steps"] for m in members}
+        return {"kind": "ensemble_" + "+".join(sorted(kinds)), "steps": steps.pop() if len(steps) == 1 else None,
+                "seed": int(args.seed), "size": len(members), "keep": float(args.ensemble_keep)}
     if not uses_sampler:
         return {"kind": "oracle", "steps": None, "seed": None} if args.labels == "oracle" else None
-    steps = art.get("checkpoint_step", art.get("policy_step", (art.get("train_args") or {}).get("total_steps")))
+    facts = policy_facts(art)
     if not args.sampler:
-        steps = args.sampler_steps
-    return {"kind": art["method"], "steps": None if steps is None else int(steps), "seed": int(art["seed"])}
+        facts["steps"] = args.sampler_steps
+    return facts
 
 
-def train_sampler(obs: np.ndarray, act: np.ndarray, meta: dict, args: Args):
-    """π̂_E: BC on D_E with policy.py's actor and loss. Returns (actor, normalizer, final loss)."""
-    torch.manual_seed(args.seed)
-    rng = np.random.default_rng(args.seed)
+def policy_facts(art: dict) -> dict:
+    """A labelling policy's kind (method), training steps and seed, and its round where it was trained on
+    augmented rows."""
+    steps = art.get("checkpoint_step", art.get("policy_step", (art.get("train_args") or {}).get("total_steps")))
+    facts = {"kind": art["method"], "steps": None if steps is None else int(steps), "seed": int(art["seed"])}
+    prev = art.get("augmentation") if isinstance(art.get("augmentation"), dict) else {}
+    if isinstance(prev.get("sampler"), dict):  # trained on rows another labeller labelled: the next round
+        facts["round"] = int(prev["sampler"].get("round", 1)) + 1
+    return facts
+
+
+def quantiles(x: np.ndarray) -> Optional[dict]:
+    return {"median": float(np.median(x)), "p90": float(np.percentile(x, 90)), "max": float(x.max())} if len(x) else None
+
+
+def member_path(sampler_out: str, k: int) -> str:
+    """Where ensemble member k is written: --sampler-out with `_m<k>` before its extension."""
+    stem, dot, ext = sampler_out.rpartition(".")
+    return f"{stem}_m{k}.{ext}" if dot and "/" not in ext else f"{sampler_out}_m{k}"
+
+
+def bootstrap_episodes(data: dict, exp_rows: np.ndarray, rng: np.random.Generator) -> Tuple[np.ndarray, list]:
+    """A bootstrap resample of D_E: as many episodes as D_E has, drawn with replacement; (rows, episode ids drawn)."""
+    eps = data["episode_ids"][exp_rows]
+    ids = np.unique(eps)
+    pick = rng.choice(ids, len(ids), replace=True)
+    return np.concatenate([exp_rows[eps == e] for e in pick]), [int(e) for e in pick]
+
+
+def ensemble_labels(policies: list, obs: np.ndarray, low: np.ndarray, high: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """The members' mean action (each member's deterministic action, clipped to the bounds) and their disagreement:
+    the mean over action dims of the members' standard deviation, actions scaled to [-1, 1]."""
+    acts = np.stack([np.clip(np.asarray(p(obs), np.float64), low, high) for p in policies])  # [K, N, A]
+    scaled = 2 * (acts - low) / (high - low) - 1
+    return acts.mean(0).astype(np.float32), scaled.std(0).mean(-1)
+
+
+def train_sampler(obs: np.ndarray, act: np.ndarray, meta: dict, args: Args, seed: Optional[int] = None,
+                  name: str = "sampler π̂_E"):
+    """π̂_E: BC on D_E with policy.py's actor and loss (seeded by --seed, or `seed`). Returns (actor, normalizer,
+    final loss)."""
+    seed = args.seed if seed is None else seed
+    torch.manual_seed(seed)
+    rng = np.random.default_rng(seed)
     norm = Normalizer(obs, meta["action_low"], meta["action_high"])
     obs_t, act_t = torch.as_tensor(norm.obs(obs)), torch.as_tensor(norm.act(act))
     actor = Actor(meta["obs_dim"], meta["act_dim"], args.hidden)
@@ -119,7 +188,7 @@ def train_sampler(obs: np.ndarray, act: np.ndarray, meta: dict, args: Args):
         loss.backward()
         opt.step()
         if step % 1000 == 0 or step == args.sampler_steps:
-            print(f"[sampler π̂_E] step {step}/{args.sampler_steps}  bc loss {loss.item():.3f}", flush=True)
+            print(f"[{name}] step {step}/{args.sampler_steps}  bc loss {loss.item():.3f}", flush=True)
     return actor, norm, float(loss.item())
 
 
@@ -136,18 +205,32 @@ def sample_actions(actor: Actor, norm: Normalizer, obs: np.ndarray, gen: torch.G
 def main(args: Args) -> dict:
     t0 = time.time()
     checks.fields(args, ratio=checks.Real(0, MAX_RATIO), seed=checks.SEED, sampler_steps=checks.COUNT,
-                  sampler_lr=checks.RATE, batch_size=checks.COUNT, hidden=checks.COUNT, threads=checks.COUNT)
+                  sampler_lr=checks.RATE, batch_size=checks.COUNT, hidden=checks.COUNT, threads=checks.COUNT,
+                  ensemble_size=checks.Int(2, 100), ensemble_keep=checks.Real(0.01, 1.0))
     uses_ivae = args.mode in ("counterfactual", "reconstruct")
     uses_sampler = args.mode != "expert_data" and args.labels == "sampler"  # else nothing is trained or loaded
+    ensemble = args.labels == "ensemble"
     if args.sampler and not uses_sampler:
-        raise ValueError(f"--sampler: not used with --mode {args.mode} --labels {args.labels}; drop it")
+        raise ValueError(f"--sampler: not used with --mode {args.mode} --labels {args.labels}; drop it"
+                         + (" (the ensemble's members are --ensemble-members)" if ensemble else ""))
+    if ensemble and args.mode != "counterfactual":
+        raise ValueError(f"--labels ensemble: only with --mode counterfactual (not --mode {args.mode})")
+    if ensemble and args.label == "sample":
+        raise ValueError("--label sample: an ensemble labels with its members' mean action; use --label mean")
+    if not ensemble and (args.ensemble_members or args.ensemble_keep != 1.0):
+        raise ValueError("--ensemble-members/--ensemble-keep: only with --labels ensemble")
+    if len(set(args.ensemble_members)) != len(args.ensemble_members) or len(args.ensemble_members) == 1:
+        raise ValueError(f"--ensemble-members: at least two distinct policies, got {list(args.ensemble_members)}")
+    train_members = ensemble and not args.ensemble_members
+    member_outs = [member_path(args.sampler_out, k) for k in range(args.ensemble_size)] if train_members else []
     if args.labels == "oracle" and args.mode not in ("counterfactual", "copy"):
         raise ValueError(f"--labels oracle: only with --mode counterfactual or copy (--mode {args.mode} labels "
                          + ("nothing" if args.mode == "expert_data" else "with sampler samples") + ")")
     contract.check_paths({"--dataset": args.dataset, "--ivae": args.ivae if uses_ivae else None,
-                          "--sampler": args.sampler},
+                          "--sampler": args.sampler, "--ensemble-members": list(args.ensemble_members)},
                          files={"--out": args.out,
-                                "--sampler-out": args.sampler_out if uses_sampler and not args.sampler else None})
+                                "--sampler-out": (args.sampler_out if uses_sampler and not args.sampler else None)
+                                or member_outs})
     data = envs.load_dataset(args.dataset)
     if "augmented" in data and data["augmented"].any():
         raise ValueError(f"{args.dataset} is already augmented: augment the raw dataset")
@@ -159,7 +242,7 @@ def main(args: Args) -> dict:
     if len(unl_rows) == 0 and args.mode in ("counterfactual", "copy"):
         raise ValueError(f"{args.dataset}: D_U is empty, nothing to pair the expert u with")
     n_aug = max(0, int(round(args.ratio * len(unl_rows))) - len(exp_rows))
-    for path in (args.out, args.sampler_out if uses_sampler and not args.sampler else None):
+    for path in [args.out, args.sampler_out if uses_sampler and not args.sampler else None] + member_outs:
         if path is not None:
             contract.claim(path)  # a second writer to the same output is refused while this run goes on
 
@@ -185,11 +268,34 @@ def main(args: Args) -> dict:
         label_policy = contract.build_policy(sampler_art)  # the deterministic (mean) action, as saved
     low, high = np.asarray(meta["action_low"], np.float32), np.asarray(meta["action_high"], np.float32)
     label = lambda obs: np.clip(np.asarray(label_policy(obs), np.float32), low, high)  # noqa: E731
+    members, member_arts, ens_facts = None, [], None
+    if ensemble:  # K members: given artifacts, or BC-exp samplers on bootstrap resamples of D_E's episodes
+        fp = contract.fingerprint(data)
+        for k, path in enumerate(args.ensemble_members):
+            art = contract.load_policy(path)
+            if art["dataset_fingerprint"] != fp:
+                raise contract.ContractError(f"{path}: this member was trained on another dataset than {args.dataset}")
+            member_arts.append(art)
+        members = [{"path": path, **policy_facts(art)} for path, art in zip(args.ensemble_members, member_arts)]
+        for k in range(args.ensemble_size if train_members else 0):
+            rows, eps = bootstrap_episodes(data, exp_rows, np.random.default_rng([args.seed, k]))
+            seed_k = 1000 * args.seed + k
+            actor_k, norm_k, loss_k = train_sampler(data["observations"][rows], data["actions"][rows], meta, args,
+                                                    seed=seed_k, name=f"ensemble member {k}")
+            member_arts.append(artifact(actor_k, norm_k, method="sampler_bc_exp", seed=seed_k, env=spec,
+                                        dataset_fingerprint=fp, dataset=args.dataset, train_args=asdict(args),
+                                        policy_step=args.sampler_steps, bootstrap_episodes=eps, ensemble_member=k))
+            members.append({"path": member_outs[k], "kind": "sampler_bc_exp", "steps": args.sampler_steps,
+                            "seed": seed_k, "bootstrap_episodes": eps, "bc_loss": loss_k})
+        for path, art in zip(list(args.ensemble_members) or member_outs, member_arts):
+            check_dims(path, art, spec)
+        member_policies = [contract.build_policy(art) for art in member_arts]
 
     # 2. counterfactual rows (Alg. 1 lines 6–9)
     rng = np.random.default_rng(args.seed + 1)
     gen = torch.Generator().manual_seed(args.seed + 1)
-    src = rng.choice(exp_rows, n_aug)
+    n_draw = math.ceil(n_aug / args.ensemble_keep - 1e-9) if ensemble else n_aug  # candidates; the n most agreed kept
+    src = rng.choice(exp_rows, n_draw)
     T = lambda k, rows: torch.as_tensor(data[k][rows])  # noqa: E731
     extra = {}
     if args.mode == "copy":  # the same partners as the counterfactual mode draws, their own s' (no iVAE)
@@ -216,9 +322,17 @@ def main(args: Args) -> dict:
                                                           T("next_observations", src), T("aux", src)))
             u = mean_q if args.posterior == "mean" else mean_q + (0.5 * logvar_q).exp() * torch.randn(mean_q.shape, generator=gen)
             if args.mode == "counterfactual":
-                partner = rng.choice(unl_rows, n_aug)
+                partner = rng.choice(unl_rows, n_draw)
                 s_cf = ivae.decode(T("observations", partner), T("actions", partner), u)[0].numpy()
-                a_cf = sample_actions(actor, norm, s_cf, gen) if sample_labels else label(s_cf)
+                if ensemble:  # the members' mean label; keep the n_aug candidates whose labels disagree least
+                    a_cf, disagree = ensemble_labels(member_policies, s_cf, low, high)
+                    keep = np.sort(np.argsort(disagree, kind="stable")[:n_aug])
+                    ens_facts = {"members": members, "candidates": int(n_draw), "kept": int(len(keep)),
+                                 "disagreement_threshold": float(disagree[keep].max()) if len(keep) else None,
+                                 "disagreement_all": quantiles(disagree), "disagreement_kept": quantiles(disagree[keep])}
+                    src, partner, s_cf, a_cf, u = src[keep], partner[keep], s_cf[keep], a_cf[keep], u[keep]
+                else:
+                    a_cf = sample_actions(actor, norm, s_cf, gen) if sample_labels else label(s_cf)
             else:  # the authors' path: a noisy re-sample of the expert's own s', labelled with a policy sample
                 partner = np.full(n_aug, -1)
                 s_src = T("observations", src)
@@ -248,11 +362,15 @@ def main(args: Args) -> dict:
     del s_cf, a_cf, s_next_cf, extra
     meta = {**meta, "augmentation": {**asdict(args), "n_augmented": n_aug, "n_expert_rows": int(len(exp_rows)),
                                      "n_unlabelled_rows": int(len(unl_rows)), "sampler_bc_loss": sampler_loss,
-                                     "sampler_facts": sampler_facts(args, sampler_art, uses_sampler)}}
+                                     "sampler_facts": sampler_facts(args, sampler_art, uses_sampler, members)}}
+    if ens_facts is not None:
+        meta["augmentation"]["ensemble"] = ens_facts
     arrays["metadata"] = contract.dataset_arrays_from_meta(meta)
     envs.validate_dataset(args.out, arrays)
     if uses_sampler and not args.sampler:  # the sampler is written with the dataset, once both are complete
         contract.save_policy(args.sampler_out, sampler_art)
+    for path, art in zip(member_outs, member_arts):
+        contract.save_policy(path, art)
     contract.save_npz(args.out, arrays)
     print(f"wrote {args.out}: {N} collected rows + {n_aug} augmented ({args.mode}); augmented D_E / D_U = "
           f"{(len(exp_rows) + n_aug) / max(1, len(unl_rows)):.3f} ({time.time() - t0:.1f}s)")

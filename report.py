@@ -93,7 +93,12 @@ DISPLAY = {"bc_exp": "BC-exp", "bc_all": "BC-all", "oril": "ORIL", "oril_ca": "O
            "oilca_authors": "authors' path (reconstruct + adaptive η)",
            "oilca_reconstruct": "authors' reconstruct rows, fixed η", "oilca_adaptive_eta": "OILCA with the authors' adaptive η",
            "dwbc_expert_data": "DWBC + true expert rows", "oilca_matched": "OILCA, sampler matched to the budget",
+           "oilca_ens": "OILCA, ensemble labels (keep share chosen on held-out D_E)",
+           "oilca_self": "OILCA, self-improving labels (round chosen on held-out D_E)",
+           "oilca_iswbc": "OILCA, ISW-BC labels", "oilca_ilid": "OILCA, ILID labels",
+           "oilca_best": "OILCA, sampler chosen on held-out D_E among every trained policy",
            "reference_expert": "expert (reference)", "reference_random": "random (reference)"}
+LABEL_VARIANT = re.compile(r"^oilca_(?:ens_q(?P<keep>\d+(?:\.\d*)?)|round(?P<round>\d+))$")  # docs/labels.md
 RATIO = re.compile(r"^(?P<base>.+)_r(?P<ratio>\d+(?:\.\d*)?)$")  # `<method>_r<ratio>`: the same method at another ratio
 BUDGET = re.compile(r"^(?P<base>.+)_b(?P<steps>\d+)$")  # `<method>_b<steps>`: the policy after <steps> gradient steps
 SELECTED = re.compile(r"^(?P<base>.+)_sel$")  # `<method>_sel`: the method at the budget select_budget.py chose
@@ -192,7 +197,13 @@ def display(method: str) -> str:
     if steps is not None:
         return f"{display(base)} ({steps:,} steps)"
     base, ratio = split_ratio(method)
-    return f"{DISPLAY[base]} (ratio {ratio})" if ratio is not None else DISPLAY.get(method, method)
+    if ratio is not None:
+        return f"{DISPLAY[base]} (ratio {ratio})"
+    m = LABEL_VARIANT.match(method)
+    if m:
+        return (f"OILCA, ensemble labels, keep {m['keep']}" if m["keep"] else
+                f"OILCA, self-improving labels, round {m['round']}")
+    return DISPLAY.get(method, method)
 
 
 def order_key(method: str):

@@ -74,7 +74,10 @@ NEWER = ("ilid", "iswbc", "ilid_ca", "iswbc_ca")  # newer baselines (ILID, ISW-B
 # OILCA variants: which policy labels the augmented rows (the sampler axis) and the controls that isolate each part
 SAMPLERS = ("oilca_bc_all", "oilca_dwbc", "oilca_oracle", "oilca_selected")
 CONTROLS = ("oilca_oracle", "dwbc_expert_data", "oilca_authors", "oilca_copy")
-GROUPS = {"baselines": BASELINES, "newer": NEWER, "samplers": SAMPLERS, "controls": CONTROLS}
+# label sources beyond the paper (docs/labels.md): the ensemble with its disagreement filter, self-improving rounds,
+# ISW-BC's and ILID's policies as labellers, and the sampler chosen among every trained imitation policy
+LABELS = ("oilca_ens", "oilca_self", "oilca_iswbc", "oilca_ilid", "oilca_best")
+GROUPS = {"baselines": BASELINES, "newer": NEWER, "samplers": SAMPLERS, "controls": CONTROLS, "labels": LABELS}
 # method -> how its dataset is made from D_all: augment.py flags, the sampler policy (a method whose seed-k policy
 # labels seed k's rows; "selected": select_sampler.py's choice), whether the iVAE is used, extra train_dwbc.py flags
 VARIANTS = {
@@ -92,7 +95,9 @@ METHODS = ("bc_exp", "bc_all", "dwbc", "oilca") + BASELINES + tuple(m for m in V
 # labels the rows (the authors' procedure); plain `oilca` keeps its sampler at --steps at every budget
 MATCHED = "oilca_matched"
 BUDGET_FAMILIES = ("bc_exp", "bc_all", "dwbc", "oilca", MATCHED)  # the methods a budget run saves at every budget
-KNOWN = METHODS + NEWER + (MATCHED,)  # every method --methods accepts; METHODS (the dmc/cw default) leaves NEWER out
+VARIANTS.update({"oilca_iswbc": dict(sampler="iswbc"), "oilca_ilid": dict(sampler="ilid"),
+                 "oilca_best": dict(sampler="best")})  # after METHODS: opt-in only (--methods labels)
+KNOWN = METHODS + NEWER + (MATCHED,) + LABELS  # every method --methods accepts; METHODS (the dmc/cw default) leaves NEWER out
 SELECT_CANDIDATES = ("bc_exp", "bc_all", "dwbc")  # the samplers select_sampler.py chooses among
 SAC_SNAPSHOTS = (10_000, 30_000, 60_000, 100_000, 200_000)  # train_behavior.py's default --snapshot-steps
 # The paper's Table 5: episodes collected and episodes in D_E per task (the toy's Appendix C.1 recipe is toy:paper)
@@ -181,6 +186,16 @@ class Args:
     size of cartpole-swingup); a DeepMind Control SAC run is shared by every tag and data seed"""
     select_folds: int = 3
     """oilca_selected: folds of D_E episodes in the offline sampler selection (cv_split.py, select_sampler.py)"""
+    ens_keeps: Tuple[float, ...] = (1.0, 0.5, 0.25)
+    """oilca_ens: the keep shares q tried (augment.py --ensemble-keep; each a method oilca_ens_q<q>); oilca_ens is
+    the one chosen on held-out D_E episodes (--select-folds folds, select_sampler.py)"""
+    ens_size: int = 5
+    """oilca_ens: ensemble members (augment.py --ensemble-size)"""
+    self_rounds: int = 3
+    """oilca_self: rounds tried (round 1 is plain OILCA; round r, method oilca_round<r>, is labelled by round r-1's
+    policy); oilca_self is the round chosen on held-out D_E episodes"""
+    best_candidates: Tuple[str, ...] = ("bc_exp", "bc_all", "dwbc", "iswbc", "ilid", "oril", "lobsdice", "bcnd")
+    """oilca_best: the trained imitation policies the held-out rule chooses the sampler among"""
     references: bool = True
     """also evaluate the reference expert and random policies"""
     data_episodes: Optional[int] = None
@@ -340,6 +355,19 @@ def resolve(args: Args) -> Tuple[Args, dict]:
     elif MATCHED in args.methods:
         raise SystemExit(f"error: --methods {MATCHED}: only with --budgets (without it OILCA's sampler already trains "
                          f"for --steps, as the policy does)")
+    labels = [m for m in args.methods if m in LABELS]
+    if labels and args.budgets:
+        raise SystemExit(f"error: --methods {' '.join(labels)}: not with --budgets (run the label sources at --steps)")
+    bad = sorted(set(args.best_candidates) - {"bc_exp", "bc_all", "dwbc"} - set(BASELINES + NEWER) - {"iswbc", "ilid"}) \
+        + [c for c in args.best_candidates if c.endswith("_ca")]
+    if bad or len(set(args.best_candidates)) != len(args.best_candidates) or len(args.best_candidates) < 2:
+        raise SystemExit(f"error: --best-candidates: two or more distinct trained policies among bc_exp bc_all dwbc "
+                         f"oril bcnd lobsdice ilid iswbc, got {list(args.best_candidates)}")
+    if (not args.ens_keeps or len(set(args.ens_keeps)) != len(args.ens_keeps)
+            or not all(0.01 <= q <= 1 for q in args.ens_keeps)):
+        raise SystemExit(f"error: --ens-keeps: distinct shares in [0.01, 1], got {list(args.ens_keeps)}")
+    if not 2 <= args.ens_size <= 100 or not 2 <= args.self_rounds <= 20:
+        raise SystemExit("error: --ens-size in [2, 100] and --self-rounds in [2, 20]")
     if args.select_budget_folds:
         if not args.budgets:
             raise SystemExit("error: --select-budget-folds: only with --budgets (it chooses among them)")
@@ -425,7 +453,8 @@ def build(args: Args, p: dict) -> List[Job]:
     # augmented datasets: per OILCA variant (VARIANTS), the main ratio on every seed (the +CA baselines use OILCA's),
     # and the Fig. 5 / Table 8 ratios of the --sweep-methods on their seeds
     on_aug = any(a for _, a in p.get("custom", {}).values())  # a custom method on OILCA's augmented datasets
-    main_r = lambda m: m in args.methods or (m == "oilca" and (on_aug or any(b.endswith("_ca") for b in args.methods)))  # noqa: E731
+    main_r = lambda m: m in args.methods or (m == "oilca" and (on_aug or "oilca_self" in args.methods  # noqa: E731
+                                                                or any(b.endswith("_ca") for b in args.methods)))
     wanted = {}  # (method, seed) -> [ratios]
     for m in VARIANTS:
         for seed in args.seeds:
@@ -443,7 +472,7 @@ def build(args: Args, p: dict) -> List[Job]:
         return ckpt
 
     ivae = path(runs, "ivae", "ivae.pt")
-    if any(VARIANTS[m].get("ivae", True) for m, _ in wanted) or MATCHED in args.methods:
+    if any(VARIANTS[m].get("ivae", True) for m, _ in wanted) or MATCHED in args.methods or "oilca_ens" in args.methods:
         ivae_job("ivae", "ivae", data, "ivae")
 
     fast = args.fast or args.gpus > 0  # the fast path (fast/train_*.py): seeds side by side, CUDA graphs on a GPU
@@ -523,42 +552,55 @@ def build(args: Args, p: dict) -> List[Job]:
             ("train_bc.py", ("--data", name[3:].replace("exp", "expert")))
 
     samplers = {VARIANTS[m].get("sampler") for m, _ in wanted}
+    best = list(args.best_candidates) if "best" in samplers else []
     for seed in args.seeds:  # BC-exp / BC-all: methods, samplers, and the selection's candidates
         for kind in ("expert", "all"):
             name = "bc_" + kind.replace("expert", "exp")
             as_method = (name in args.methods or (name == "bc_exp" and MATCHED in args.methods)) and args.budgets
-            if (name in args.methods and not args.budgets) or name in samplers or "selected" in samplers:
+            if (name in args.methods and not args.budgets) or name in samplers or "selected" in samplers or name in best:
                 train(f"{name}_s{seed}", "bc", seed, "train_bc.py", data, "--data", kind)
             if as_method:
                 train(f"{name}_s{seed}", "bc", seed, "train_bc.py", data, "--data", kind, budget=True)
     for seed in args.seeds:
-        if ("dwbc" in args.methods and not args.budgets) or "dwbc" in samplers or "selected" in samplers:
+        if ("dwbc" in args.methods and not args.budgets) or "dwbc" in samplers or "selected" in samplers or "dwbc" in best:
             train(f"dwbc_s{seed}", "dwbc_oilca", seed, "train_dwbc.py", data)
         if "dwbc" in args.methods and args.budgets:
             train(f"dwbc_s{seed}", "dwbc_oilca", seed, "train_dwbc.py", data, budget=True)
-    if "selected" in samplers:  # the offline sampler selection: K folds of D_E episodes, each candidate per fold
-        K, cand = args.select_folds, SELECT_CANDIDATES
-        fold = lambda k: path("data", f"{slug}_cv{K}_f{k}.npz")  # noqa: E731
-        held = lambda k: path("data", f"{slug}_cv{K}_f{k}_heldout.npz")  # noqa: E731
+    K = args.select_folds
+    fold = lambda k: path("data", f"{slug}_cv{K}_f{k}.npz")  # noqa: E731
+    held = lambda k: path("data", f"{slug}_cv{K}_f{k}_heldout.npz")  # noqa: E731
+
+    def cv_split_job(k):
+        add(f"cv_split_f{k}", "select", ["cv_split.py", "--dataset", data, "--folds", K, "--fold", k, "--seed", 0,
+                                         "--out", fold(k), "--heldout-out", held(k), "--force"], [data], [fold(k), held(k)])
+
+    def trainer_of(name: str) -> tuple:
+        """(script, flags) of any candidate labeller: bc_exp, bc_all, dwbc or a baseline's own trainer."""
+        return bc_or_dwbc(name) if name in ("bc_exp", "bc_all", "dwbc") else (f"train_{name}.py", ())
+
+    # the offline sampler selection: K folds of D_E episodes, each candidate per fold ("selected": among BC-exp,
+    # BC-all and DWBC; "best", oilca_best: among --best-candidates, every trained imitation policy)
+    for kind, cand, name, out in (("selected", SELECT_CANDIDATES, "sampler_selected", "sampler_selection.json"),
+                                  ("best", tuple(best), "sampler_best", "sampler_selection_best.json")):
+        if kind not in samplers:
+            continue
         for k in range(K):
-            add(f"cv_split_f{k}", "select", ["cv_split.py", "--dataset", data, "--folds", K, "--fold", k, "--seed", 0,
-                                             "--out", fold(k), "--heldout-out", held(k), "--force"], [data], [fold(k), held(k)])
+            cv_split_job(k)
             for c in cand:
-                script, flags = bc_or_dwbc(c)
+                script, flags = trainer_of(c)
                 train(f"select_{c}_f{k}", "select", 0, script, fold(k), *flags, evals=False)
-        selected = [path(runs, f"sampler_selected_s{s}", "policy.pt") for s in args.seeds]
-        add("select_sampler", "select",
+        selected = [path(runs, f"{name}_s{s}", "policy.pt") for s in args.seeds]
+        add("select_sampler" + ("" if kind == "selected" else "_best"), "select",
             ["select_sampler.py", "--dataset", data, "--folds", K, "--candidates", *cand,
              "--fold-dataset", path("data", f"{slug}_cv{K}_f{{fold}}.npz"),
              "--heldout", path("data", f"{slug}_cv{K}_f{{fold}}_heldout.npz"),
              "--fold-policy", path(runs, "select_{candidate}_f{fold}", "policy.pt"),
              "--full-policy", path(runs, "{candidate}_s{seed}", "policy.pt"), "--seeds", *args.seeds,
-             "--out", path(res, "sampler_selection.json"),
-             "--out-policy", path(runs, "sampler_selected_s{seed}", "policy.pt")],
+             "--out", path(res, out), "--out-policy", path(runs, name + "_s{seed}", "policy.pt")],
             [data] + [f for k in range(K) for f in (fold(k), held(k))]
             + [path(runs, f"select_{c}_f{k}", "policy.pt") for c in cand for k in range(K)]
             + [path(runs, f"{c}_s{s}", "policy.pt") for c in cand for s in args.seeds],
-            selected + [path(res, "sampler_selection.json")])
+            selected + [path(res, out)])
     for (m, seed), rs in wanted.items():
         v = VARIANTS[m]
         for r in rs:
@@ -568,7 +610,7 @@ def build(args: Args, p: dict) -> List[Job]:
                 argv += ["--ivae", ivae]
                 inputs.append(ivae)
             if v.get("sampler"):
-                src = "sampler_selected" if v["sampler"] == "selected" else v["sampler"]
+                src = {"selected": "sampler_selected", "best": "sampler_best"}.get(v["sampler"], v["sampler"])
                 inputs.append(path(runs, f"{src}_s{seed}", "policy.pt"))
                 argv += ["--sampler", inputs[-1]]
             argv += ["--ratio", r, "--seed", seed, "--out", aug(m, r, seed), *threads, *v.get("flags", ())]
@@ -607,7 +649,7 @@ def build(args: Args, p: dict) -> List[Job]:
         for seed in args.seeds:
             matched("", data, ivae, path(runs, f"bc_exp_b{top}_s{seed}"), seed)
     for seed in args.seeds:
-        for m in (m for m in BASELINES + NEWER if m in args.methods):
+        for m in (m for m in BASELINES + NEWER if m in args.methods or (not args.budgets and (m in samplers or m in best))):
             dataset = aug("oilca", args.ratio, seed) if m.endswith("_ca") else data
             stage = "newer" if m in NEWER else "baselines"  # its own timing.json entry: an opt-in run keeps "baselines"
             if args.budgets:  # the budget study: the baselines (no --checkpoints) train once, to the largest budget
@@ -616,12 +658,9 @@ def build(args: Args, p: dict) -> List[Job]:
             else:
                 train(f"{m}_s{seed}", stage, seed, f"train_{m.replace('_ca', '')}.py", dataset)
     if args.select_budget_folds:  # the budget chosen without rollouts: fold runs of seed 0, scored on held-out D_E
-        K, fams = args.select_folds, [m for m in BUDGET_FAMILIES if m in args.methods]
-        fold = lambda k: path("data", f"{slug}_cv{K}_f{k}.npz")  # noqa: E731
-        held = lambda k: path("data", f"{slug}_cv{K}_f{k}_heldout.npz")  # noqa: E731
+        fams = [m for m in BUDGET_FAMILIES if m in args.methods]
         for k in range(args.select_budget_folds):
-            add(f"cv_split_f{k}", "select", ["cv_split.py", "--dataset", data, "--folds", K, "--fold", k, "--seed", 0,
-                                             "--out", fold(k), "--heldout-out", held(k), "--force"], [data], [fold(k), held(k)])
+            cv_split_job(k)
             for name in ("bc_exp", "bc_all", "dwbc"):
                 if name in fams or (name == "bc_exp" and MATCHED in fams):
                     script, flags = bc_or_dwbc(name)
@@ -664,6 +703,89 @@ def build(args: Args, p: dict) -> List[Job]:
                 inputs, [path(res, f"budget_selection_{f}.json")] + [selected.replace("{seed}", str(s))
                                                                     .replace("{split}", sp)
                                                                     for s in args.seeds for sp in p["splits"]])
+    # label sources beyond the paper (docs/labels.md): the ensemble at each keep share and the self-improving rounds,
+    # on the full data per seed and on each fold (seed 0, the fold's own iVAE and BC-exp), each family's variant
+    # chosen by select_sampler.py's held-out rule; its results are copied as oilca_ens / oilca_self
+    fams = {"oilca_ens": [f"oilca_ens_q{q}" for q in sorted(args.ens_keeps, reverse=True)],
+            "oilca_self": ["oilca"] + [f"oilca_round{r}" for r in range(2, args.self_rounds + 1)]}
+    fams = {f: c for f, c in fams.items() if f in args.methods}
+
+    def label_chains(prefix, dataset, ivae_ckpt, first_policy, seed, evals):
+        """The ensemble datasets and policies at every keep share, and the rounds after `first_policy` (OILCA's),
+        for the full data (prefix "") or fold k (prefix "_cv<K>_f<k>", run names lsel_<method>_f<k>_s0)."""
+        run = lambda m: f"{m}_s{seed}" if not prefix else f"lsel_{m}_f{prefix.rsplit('_f', 1)[1]}_s0"  # noqa: E731
+        r = args.ratio
+        if "oilca_ens" in fams:  # the largest share's job trains the members; the others load them
+            members = path(runs, f"ensemble{prefix}_s{seed}", "policy.pt")
+            member_files = [members.replace("policy.pt", f"policy_m{k}.pt") for k in range(args.ens_size)]
+            for i, q in enumerate(sorted(args.ens_keeps, reverse=True)):
+                out = dataset.replace(".npz", f"_aug_ens_q{q}_r{r}_s{seed}.npz")
+                argv = ["augment.py", "--dataset", dataset, "--ivae", ivae_ckpt, "--labels", "ensemble",
+                        "--ensemble-size", args.ens_size, "--ensemble-keep", q, "--sampler-steps", args.steps,
+                        "--ratio", r, "--seed", seed,
+                        "--out", out, *threads]
+                if i == 0:
+                    add(f"augment{prefix}_ens_q{q}_r{r}_s{seed}", "labels", argv + ["--sampler-out", members],
+                        [dataset, ivae_ckpt], [out] + member_files)
+                else:
+                    add(f"augment{prefix}_ens_q{q}_r{r}_s{seed}", "labels", argv + ["--ensemble-members", *member_files],
+                        [dataset, ivae_ckpt] + member_files, [out])
+                train(run(f"oilca_ens_q{q}"), "labels", seed, "train_dwbc.py", out, method=f"oilca_ens_q{q}", evals=evals)
+        prev = first_policy
+        for rnd in range(2, args.self_rounds + 1) if "oilca_self" in fams else ():
+            out = dataset.replace(".npz", f"_aug_round{rnd}_r{r}_s{seed}.npz")
+            add(f"augment{prefix}_round{rnd}_r{r}_s{seed}", "labels",
+                ["augment.py", "--dataset", dataset, "--ivae", ivae_ckpt, "--sampler", prev, "--ratio", r, "--seed", seed,
+                 "--out", out, *threads], [dataset, ivae_ckpt, prev], [out])
+            train(run(f"oilca_round{rnd}"), "labels", seed, "train_dwbc.py", out, method=f"oilca_round{rnd}", evals=evals)
+            prev = path(runs, run(f"oilca_round{rnd}"), "policy.pt")
+
+    if fams:
+        for seed in args.seeds:
+            label_chains("", data, ivae, path(runs, f"oilca_s{seed}", "policy.pt"), seed, True)
+        for k in range(K):  # the folds: every part trained without fold k's D_E episodes
+            cv_split_job(k)
+            fold_ivae = ivae_job(f"ivae_cv{K}_f{k}", "labels", fold(k), f"ivae_cv{K}_f{k}")
+            first = None
+            if "oilca_self" in fams:  # round 1 on the fold: BC-exp on the fold labels, OILCA trains
+                sampler = path(runs, f"select_bc_exp_f{k}", "policy.pt")
+                train(f"select_bc_exp_f{k}", "select", 0, "train_bc.py", fold(k), "--data", "expert", evals=False)
+                out = fold(k).replace(".npz", f"_aug_r{args.ratio}_s0.npz")
+                add(f"augment_cv{K}_f{k}_r{args.ratio}_s0", "labels",
+                    ["augment.py", "--dataset", fold(k), "--ivae", fold_ivae, "--sampler", sampler, "--ratio",
+                     args.ratio, "--seed", 0, "--out", out, *threads], [fold(k), fold_ivae, sampler], [out])
+                train(f"lsel_oilca_f{k}_s0", "labels", 0, "train_dwbc.py", out, evals=False)
+                first = path(runs, f"lsel_oilca_f{k}_s0", "policy.pt")
+            label_chains(f"_cv{K}_f{k}", fold(k), fold_ivae, first, 0, False)
+        for f, cand in fams.items():
+            result = path(res, "{candidate}_s{seed}_{split}.json")
+            chosen = path(res, f"{f}_s{{seed}}_{{split}}.json")
+            add(f"select_{f}", "labels",
+                ["select_sampler.py", "--dataset", data, "--folds", K, "--candidates", *cand,
+                 "--fold-dataset", fold("{fold}"), "--heldout", held("{fold}"),
+                 "--fold-policy", path(runs, "lsel_{candidate}_f{fold}_s0", "policy.pt"),
+                 "--full-policy", path(runs, "{candidate}_s{seed}", "policy.pt"), "--seeds", *args.seeds,
+                 "--out", path(res, f"label_selection_{f}.json"), "--report-only", "--results", result,
+                 "--out-result", chosen, "--selected-method", f, "--splits", *p["splits"], *threads],
+                [data] + [x for k in range(K) for x in (fold(k), held(k))]
+                + [path(runs, f"lsel_{c}_f{k}_s0", "policy.pt") for c in cand for k in range(K)]
+                + [path(runs, f"{c}_s{s}", "policy.pt") for c in cand for s in args.seeds]
+                + [fill(result, candidate=c, seed=s, split=sp) for c in cand for s in args.seeds for sp in p["splits"]],
+                [path(res, f"label_selection_{f}.json")]
+                + [fill(chosen, seed=s, split=sp) for s in args.seeds for sp in p["splits"]])
+        if p["kind"] == "toy":  # each source's label error against the toy's controller, before training (seed 0)
+            s0 = args.seeds[0]
+            rows = [(m, aug(m, args.ratio, s0)) for m in ("oilca", "oilca_oracle", "oilca_bc_all", "oilca_dwbc",
+                                                          "oilca_iswbc", "oilca_ilid", "oilca_best")
+                    if (m, s0) in wanted and VARIANTS[m].get("ivae", True)]
+            rows += [(c, data.replace(".npz", f"_aug_ens_q{c.rsplit('_q', 1)[1]}_r{args.ratio}_s{s0}.npz"))
+                     for c in fams.get("oilca_ens", [])]
+            rows += [(c, data.replace(".npz", f"_aug_round{c[len('oilca_round'):]}_r{args.ratio}_s{s0}.npz"))
+                     for c in fams.get("oilca_self", [])[1:]]
+            outs = [path(res, f"fidelity_labels.{e}") for e in ("json", "md", "png")]
+            add("fidelity_labels", "labels", ["fidelity.py", "--augmented", *[d for _, d in rows], "--names",
+                                              *[m for m, _ in rows], "--out", outs[0], "--table", outs[1],
+                                              "--figure", outs[2]], [d for _, d in rows], outs)
     for seed in args.seeds:  # custom methods (--methods NAME=SCRIPT[:augmented]), labelled NAME in every result
         for name, (script, augmented) in p.get("custom", {}).items():
             train(f"{name}_s{seed}", "custom", seed, script, aug("oilca", args.ratio, seed) if augmented else data,
@@ -675,7 +797,7 @@ def build(args: Args, p: dict) -> List[Job]:
             *p["splits"], "--episodes", args.episodes, "--out", result], [data],
             [result.replace("{split}", sp) for sp in p["splits"]])
     results = [o for j in jobs for o in j.outputs if o.endswith(".json") and os.path.dirname(o) == path(res)
-               and not o.endswith("sampler_selection.json") and "budget_selection_" not in os.path.basename(o)]
+               and "selection" not in os.path.basename(o)]
     add("report", "report", ["report.py", "--results", path(res)], results,
         [path(res, "table.md"), path(res, "summary.json"), path(res, "fig4.png")])
 
@@ -683,6 +805,13 @@ def build(args: Args, p: dict) -> List[Job]:
     for j in jobs:
         j.deps = sorted({producer[i] for i in j.inputs if i in producer})
     return topological(jobs)
+
+
+def fill(template: str, **values) -> str:
+    """`template` with each `{name}` replaced by its value."""
+    for name, value in values.items():
+        template = template.replace("{" + name + "}", str(value))
+    return template
 
 
 def topological(jobs: List[Job]) -> List[Job]:

@@ -41,15 +41,20 @@ Outputs, written only after every input has passed:
                 `seed`, `split` or `returns` key, so report.py skips it beside the result files. The discriminator
                 rule writes the same keys (folds, cv_seed, heldout_* null), scores {candidate: {per_seed, mean}},
                 choice_per_seed, and `discriminator`: its settings, fit and reference scores.
+  --out-result  with --results (candidate c's full-data result of seed s and split): per seed and split, the chosen
+                candidate's result (seed s's choice, with the discriminator rule) copied with method
+                --selected-method, `source_result` and `sampler_selection` {candidate, rule, record}; used to choose a
+                variant of OILCA (the ensemble's keep share, the self-improving round) the same way as a sampler.
   --out-policy  per seed s: the chosen candidate's (seed s's choice, with the discriminator rule) full-data artifact
                 for seed s, unchanged weights, seed and dataset_fingerprint (so `augment.py --sampler` accepts it),
                 method "sampler_selected", plus selected_from (the candidate), selection (--out) and source_policy
                 (the copied file). Not written with --report-only (out_policies is then []).
 """
 
+import json
 import time
 from dataclasses import dataclass
-from typing import Dict, List, Literal, Sequence, Tuple
+from typing import Dict, List, Literal, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -101,6 +106,15 @@ class Args:
     """template: output, the chosen candidate's full-data policy for seed s (give it to augment.py --sampler)"""
     report_only: bool = False
     """write the --out record only, no --out-policy (compare rules on existing runs without touching the samplers)"""
+    results: Optional[str] = None
+    """template: candidate c's full-data result of seed s and split ({candidate}, {seed}, {split}); with --out-result"""
+    out_result: Optional[str] = None
+    """template: output, seed s's result of the chosen candidate ({seed}, {split}), as method --selected-method (a
+    variant chosen without rollouts, e.g. the ensemble's keep share or the self-improving round)"""
+    selected_method: str = "oilca_selected"
+    """the method label of the --out-result files"""
+    splits: Tuple[str, ...] = ("train", "heldout")
+    """evaluation splits of --results"""
     threads: int = 1
     """torch CPU threads"""
     seed: int = 0
@@ -170,6 +184,14 @@ def check_args(args: Args) -> None:
     templates.append(("--full-policy", args.full_policy, ("candidate", "seed")))
     if not args.report_only:
         templates.append(("--out-policy", args.out_policy, ("seed",)))
+    if (args.results is None) != (args.out_result is None):
+        raise ValueError("--results and --out-result go together (the candidates' results, the chosen one's copies)")
+    if args.results is not None:
+        checks.fields(args, selected_method=checks.LABEL)
+        if not args.splits or len(set(args.splits)) != len(args.splits):
+            raise ValueError(f"--splits needs distinct values, got {list(args.splits)}")
+        templates += [("--results", args.results, ("candidate", "seed", "split")),
+                      ("--out-result", args.out_result, ("seed", "split"))]
     for flag, template, names in templates:
         missing = [n for n in names if "{" + n + "}" not in template]
         if missing:
@@ -376,6 +398,23 @@ def discriminator_rule(args: Args, data: dict, fp: str, full_pol: Dict[str, List
     return record, full_arts
 
 
+def load_result(path: str, candidate: str, seed: int, split: str) -> dict:
+    """A candidate's full-data result JSON of one seed and split, checked."""
+    try:
+        with open(path) as f:
+            r = json.load(f)
+    except (OSError, ValueError) as e:
+        raise contract.ContractError(f"{path}: cannot be read as JSON ({e})") from None
+    if not isinstance(r, dict) or not isinstance(r.get("returns"), list):
+        raise contract.ContractError(f"{path}: not a result JSON (no returns)")
+    if "sampler_selection" in r:
+        raise contract.ContractError(f"{path}: a selected result already; give each candidate's own results")
+    if (r.get("method"), r.get("seed"), r.get("split")) != (candidate, seed, split):
+        raise contract.ContractError(f"{path}: the result of {r.get('method')!r}, seed {r.get('seed')}, split "
+                                     f"{r.get('split')!r}, not {candidate!r}, {seed}, {split!r} (--results)")
+    return r
+
+
 @contract.all_or_nothing  # a failed run writes nothing; SIGTERM cleans up as SIGINT does
 def main(args: Args) -> dict:
     check_args(args)
@@ -390,7 +429,13 @@ def main(args: Args) -> dict:
         fold_pol = {c: [fill(args.fold_policy, candidate=c, fold=k) for k in K] for c in C}
         inputs["--fold-policy"] = sum(fold_pol.values(), [])
     inputs["--full-policy"] = sum(full_pol.values(), [])
-    contract.check_paths(inputs, files={"--out": args.out, "--out-policy": out_pol})
+    res_in, res_out = {}, {}
+    if args.results is not None:
+        res_in = {(c, s, sp): fill(args.results, candidate=c, seed=s, split=sp) for c in C for s in args.seeds
+                  for sp in args.splits}
+        res_out = {(s, sp): fill(args.out_result, seed=s, split=sp) for s in args.seeds for sp in args.splits}
+        inputs["--results"] = list(res_in.values())
+    contract.check_paths(inputs, files={"--out": args.out, "--out-policy": out_pol, "--out-result": list(res_out.values())})
 
     data = envs.load_dataset(args.dataset)
     fp = contract.fingerprint(data)
@@ -402,9 +447,16 @@ def main(args: Args) -> dict:
         record, full_arts = discriminator_rule(args, data, fp, full_pol)
         chosen = record["choice_per_seed"]
 
-    # the outputs: each seed's chosen full-data artifact (none with --report-only), then the record
-    for path in out_pol + [args.out]:
+    full_res = {key: load_result(path, *key) for key, path in res_in.items()}  # every result checked first
+
+    # the outputs: each seed's chosen full-data artifact (none with --report-only), its results, then the record
+    for path in out_pol + list(res_out.values()) + [args.out]:
         contract.claim(path)  # a second writer to the same output is refused while this run goes on
+    for (s, sp), path in res_out.items():
+        c = chosen[list(args.seeds).index(s)]
+        contract.save_json(path, {**full_res[c, s, sp], "method": args.selected_method, "source_result": res_in[c, s, sp],
+                                  "sampler_selection": {"candidate": c, "rule": record["rule"], "record": args.out}})
+    record["out_results"] = list(res_out.values())
     for s, c, path in zip(args.seeds, chosen, out_pol):
         src = full_pol[c][list(args.seeds).index(s)]
         contract.save_policy(path, {**full_arts[c, s], "method": "sampler_selected", "selected_from": c,
