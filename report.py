@@ -296,6 +296,29 @@ def budget_method(path: str, r: dict) -> str:
     return f"{r['method']}_b{steps}"
 
 
+def replace_block(path: str, tag: str, name: str, md: str) -> None:
+    """Replace the text between `<!-- tag: name -->` and `<!-- /tag -->` in the markdown file `path` by `md` (the
+    summary scripts' generated blocks); a file without the markers is an error."""
+    start, end = f"<!-- {tag}: {name} -->", f"<!-- /{tag} -->"
+    with open(path) as f:
+        doc = f.read()
+    i = doc.find(start)
+    j = doc.find(end, i)
+    if i < 0 or j < 0:
+        raise ValueError(f"--doc {path}: no block '{start}' … '{end}' to replace")
+    contract.save_text(path, doc[:i + len(start)] + "\n\n" + md + "\n\n" + doc[j:])
+
+
+def recorded_inputs(path: str) -> dict:
+    """The `inputs` a summary script recorded in its JSON (its --again)."""
+    try:
+        with open(path) as f:
+            rec = json.load(f)["inputs"]
+        return {"results": tuple(rec["results"]), "out": path, "doc": rec["doc"], "resamples": rec["resamples"]}
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise ValueError(f"--again {path}: not a summary this script wrote ({type(e).__name__}: {e})") from None
+
+
 def load_results(folder: str, files: list = None, empty_ok: bool = False) -> list:
     """The result rows of `folder` (JSON objects with method, seed, split, returns; other JSON such as timing.json
     is skipped; a budget file's method gets its `_b<steps>`, see budget_method); their paths are appended to
@@ -867,8 +890,8 @@ def paper_summary(number: int, rows: list) -> str:
               f"intervals overlap or touch), below (wholly below). Ours use the {stats.CI_LEVEL:.0%} bootstrap "
               f"intervals (one seed: no interval); the paper's use mean ± s as the interval, since it prints no "
               f"interval:\n\n| source | above | tied | below | one seed | not run |\n|---|---|---|---|---|---|\n"
-              f"| ours | " + " | ".join(str(k["ours"][v]) for v in PAPER_VERDICTS) + " |\n"
-              f"| paper | " + " | ".join(str(k["paper"][v]) for v in PAPER_VERDICTS[:3]) + " | — | — |")
+              "| ours | " + " | ".join(str(k["ours"][v]) for v in PAPER_VERDICTS) + " |\n"
+              "| paper | " + " | ".join(str(k["paper"][v]) for v in PAPER_VERDICTS[:3]) + " | — | — |")
     else:
         md = "Table 7 has one method, OILCA, so it has no OILCA-against-DWBC count (Table 2 has it for C = 3)."
     ordered = [r for r in rows if sum(1 for c in r["cells"].values() if c["ours"]) >= 2]

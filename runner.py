@@ -578,6 +578,17 @@ def build(args: Args, p: dict) -> List[Job]:
         """(script, flags) of any candidate labeller: bc_exp, bc_all, dwbc or a baseline's own trainer."""
         return bc_or_dwbc(name) if name in ("bc_exp", "bc_all", "dwbc") else (f"train_{name}.py", ())
 
+    def fold_oilca_data(k: int, fold_ivae: str, stage: str) -> str:
+        """Fold k's augmented dataset of seed 0, its rows labelled by BC-exp trained on the fold (the sampler
+        selection's candidate run, at --steps); returns its path."""
+        sampler = path(runs, f"select_bc_exp_f{k}", "policy.pt")
+        train(f"select_bc_exp_f{k}", "select", 0, "train_bc.py", fold(k), "--data", "expert", evals=False)
+        out = fold(k).replace(".npz", f"_aug_r{args.ratio}_s0.npz")
+        add(f"augment_cv{K}_f{k}_r{args.ratio}_s0", stage,
+            ["augment.py", "--dataset", fold(k), "--ivae", fold_ivae, "--sampler", sampler, "--ratio", args.ratio,
+             "--seed", 0, "--out", out, *threads], [fold(k), fold_ivae, sampler], [out])
+        return out
+
     # the offline sampler selection: K folds of D_E episodes, each candidate per fold ("selected": among BC-exp,
     # BC-all and DWBC; "best", oilca_best: among --best-candidates, every trained imitation policy)
     for kind, cand, name, out in (("selected", SELECT_CANDIDATES, "sampler_selected", "sampler_selection.json"),
@@ -669,12 +680,7 @@ def build(args: Args, p: dict) -> List[Job]:
             if "oilca" in fams or MATCHED in fams:  # the fold's own iVAE: OILCA may see no held-out episode
                 fold_ivae = ivae_job(f"ivae_cv{K}_f{k}", "select_budget", fold(k), f"ivae_cv{K}_f{k}")
             if "oilca" in fams:  # its sampler: BC-exp on the fold at --steps (the sampler selection's candidate run)
-                sampler = path(runs, f"select_bc_exp_f{k}", "policy.pt")
-                train(f"select_bc_exp_f{k}", "select", 0, "train_bc.py", fold(k), "--data", "expert", evals=False)
-                out = fold(k).replace(".npz", f"_aug_r{args.ratio}_s0.npz")
-                add(f"augment_cv{K}_f{k}_r{args.ratio}_s0", "select_budget",
-                    ["augment.py", "--dataset", fold(k), "--ivae", fold_ivae, "--sampler", sampler, "--ratio",
-                     args.ratio, "--seed", 0, "--out", out, *threads], [fold(k), fold_ivae, sampler], [out])
+                out = fold_oilca_data(k, fold_ivae, "select_budget")
                 train(f"bsel_oilca_f{k}_s0", "select_budget", 0, "train_dwbc.py", out, method="oilca", evals=False,
                       budget=True)
             if MATCHED in fams:
@@ -748,12 +754,7 @@ def build(args: Args, p: dict) -> List[Job]:
             fold_ivae = ivae_job(f"ivae_cv{K}_f{k}", "labels", fold(k), f"ivae_cv{K}_f{k}")
             first = None
             if "oilca_self" in fams:  # round 1 on the fold: BC-exp on the fold labels, OILCA trains
-                sampler = path(runs, f"select_bc_exp_f{k}", "policy.pt")
-                train(f"select_bc_exp_f{k}", "select", 0, "train_bc.py", fold(k), "--data", "expert", evals=False)
-                out = fold(k).replace(".npz", f"_aug_r{args.ratio}_s0.npz")
-                add(f"augment_cv{K}_f{k}_r{args.ratio}_s0", "labels",
-                    ["augment.py", "--dataset", fold(k), "--ivae", fold_ivae, "--sampler", sampler, "--ratio",
-                     args.ratio, "--seed", 0, "--out", out, *threads], [fold(k), fold_ivae, sampler], [out])
+                out = fold_oilca_data(k, fold_ivae, "labels")
                 train(f"lsel_oilca_f{k}_s0", "labels", 0, "train_dwbc.py", out, evals=False)
                 first = path(runs, f"lsel_oilca_f{k}_s0", "policy.pt")
             label_chains(f"_cv{K}_f{k}", fold(k), fold_ivae, first, 0, False)

@@ -29,7 +29,6 @@ scores {budget: {per_fold, mean}}, choice, heldout episodes and rows per fold, i
 `split` or `returns` key, so report.py skips it beside the results. --out-result per seed and split.
 """
 
-import json
 import os
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
@@ -41,7 +40,7 @@ from oilca import checks
 from oilca import cli
 from oilca import contract
 import envs
-from select_sampler import action_mse, cv_record, fill
+from select_sampler import action_mse, cv_record, fill, read_result
 from training.policy import check_dims
 
 RULE = ("held-out expert-action error: D_E episodes of the folds used are held out of training (cv_split.py); the "
@@ -146,13 +145,7 @@ def check_fold_policy(path: str, art: dict, args: Args, budget: int, fold_rec: d
 
 
 def load_result(path: str, args: Args, budget: int, seed: int, split: str) -> dict:
-    try:
-        with open(path) as f:
-            r = json.load(f)
-    except (OSError, ValueError) as e:
-        raise contract.ContractError(f"{path}: cannot be read as JSON ({e})") from None
-    if not isinstance(r, dict) or not isinstance(r.get("returns"), list):
-        raise contract.ContractError(f"{path}: not a result JSON (no returns)")
+    r = read_result(path)
     if "budget_selection" in r:
         raise contract.ContractError(f"{path}: a selected result already; give the results of each budget")
     if not of_method(r.get("method"), args.method, budget):

@@ -398,8 +398,8 @@ def discriminator_rule(args: Args, data: dict, fp: str, full_pol: Dict[str, List
     return record, full_arts
 
 
-def load_result(path: str, candidate: str, seed: int, split: str) -> dict:
-    """A candidate's full-data result JSON of one seed and split, checked."""
+def read_result(path: str) -> dict:
+    """A result JSON (evaluate.py's, a trainer's --final-eval): a dict with its `returns` list."""
     try:
         with open(path) as f:
             r = json.load(f)
@@ -407,6 +407,12 @@ def load_result(path: str, candidate: str, seed: int, split: str) -> dict:
         raise contract.ContractError(f"{path}: cannot be read as JSON ({e})") from None
     if not isinstance(r, dict) or not isinstance(r.get("returns"), list):
         raise contract.ContractError(f"{path}: not a result JSON (no returns)")
+    return r
+
+
+def load_result(path: str, candidate: str, seed: int, split: str) -> dict:
+    """A candidate's full-data result JSON of one seed and split, checked."""
+    r = read_result(path)
     if "sampler_selection" in r:
         raise contract.ContractError(f"{path}: a selected result already; give each candidate's own results")
     if (r.get("method"), r.get("seed"), r.get("split")) != (candidate, seed, split):

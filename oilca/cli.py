@@ -12,6 +12,7 @@ bad file) or an exhausted memory as one `error: …` line with status 1.
 """
 
 import contextlib
+import errno
 import io
 import os
 import re
@@ -85,6 +86,14 @@ def run(main: Callable[[T], R], cls: Type[T], refused: Tuple[Type[BaseException]
         return main(args)
     except refused as e:
         sys.exit(f"error: {e}")
+    except KeyboardInterrupt:  # SIGINT, or SIGTERM where contract.all_or_nothing turned it into one
+        print("error: stopped by a signal (SIGINT or SIGTERM) before it finished", file=sys.stderr)
+        sys.exit(130)
+    except OSError as e:
+        if e.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        where = f" writing {e.filename}" if e.filename else ""
+        sys.exit(f"error: no space left on the device{where}; free some space and run it again")
     except (MemoryError, RuntimeError) as e:
         if not out_of_memory(e):
             raise

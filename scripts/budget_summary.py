@@ -17,7 +17,6 @@ A draw or family missing some budget is reported with what it has ("—" elsewhe
 --out file's name without .json) in FILE with the markdown; without markers the file is left alone (error).
 """
 
-import json
 import os
 import sys
 from dataclasses import dataclass
@@ -190,25 +189,9 @@ def markdown(s: dict) -> str:
     return "\n".join(lines)
 
 
-def replace_block(path: str, name: str, md: str) -> None:
-    start, end = f"<!-- budget-summary: {name} -->", "<!-- /budget-summary -->"
-    with open(path) as f:
-        doc = f.read()
-    i = doc.find(start)
-    j = doc.find(end, i)
-    if i < 0 or j < 0:
-        raise ValueError(f"--doc {path}: no block '{start}' … '{end}' to replace")
-    contract.save_text(path, doc[:i + len(start)] + "\n\n" + md + "\n\n" + doc[j:])
-
-
 def main(args: Args) -> dict:
     if args.again:
-        try:
-            with open(args.again) as f:
-                rec = json.load(f)["inputs"]
-            args = Args(results=tuple(rec["results"]), out=args.again, doc=rec["doc"], resamples=rec["resamples"])
-        except (OSError, ValueError, KeyError, TypeError) as e:
-            raise ValueError(f"--again {args.again}: not a summary this script wrote ({type(e).__name__}: {e})") from None
+        args = Args(**report.recorded_inputs(args.again))
     if not args.results:
         raise ValueError("--results needs at least one folder")
     for folder in args.results:
@@ -225,7 +208,7 @@ def main(args: Args) -> dict:
     s = summarise(draws, labels, args.resamples)
     md = markdown(s)
     if args.doc:
-        replace_block(args.doc, os.path.splitext(os.path.basename(args.out))[0], md)
+        report.replace_block(args.doc, "budget-summary", os.path.splitext(os.path.basename(args.out))[0], md)
     contract.save_json(args.out, {**s, "markdown": md, "inputs": {"results": list(args.results), "doc": args.doc,
                                                                   "resamples": args.resamples}})
     print(md)

@@ -24,8 +24,12 @@ done
 $PY report.py --paper-table 7 --results-pattern 'results/{benchmark}_{task}_t5' --c-pattern '{folder}-c{c}' \
   --doc docs/tables.md > /dev/null
 $PY scripts/task_summary.py --doc docs/tables.md > /dev/null
-for summary in results/*_summary.json; do  # the budget study's verdicts over data draws (scripts/budget_summary.py)
-  [ -f "$summary" ] && $PY scripts/budget_summary.py --again "$summary" > /dev/null
+for summary in results/*_summary.json; do  # verdicts over data draws: label sources (*_labels_summary.json,
+  # scripts/label_summary.py) and the budget study (the others, scripts/budget_summary.py)
+  case "$summary" in
+    *_labels_summary.json) $PY scripts/label_summary.py --again "$summary" > /dev/null ;;
+    *) [ -f "$summary" ] && $PY scripts/budget_summary.py --again "$summary" > /dev/null ;;
+  esac
 done
 echo "regenerated every table; differences from the committed files:"
 git status --short -- results docs README.md

@@ -115,3 +115,29 @@ def test_run_turns_refusals_and_exhausted_memory_into_one_line_and_reraises_othe
         cli.run(lambda a: {}["k"], Args)  # not refused unless the script names it
     with pytest.raises(SystemExit):
         cli.run(lambda a: {}["k"], Args, refused=(ValueError, KeyError))
+
+
+def test_run_turns_a_signal_and_a_full_disk_into_one_line(monkeypatch, capsys):
+    import errno
+
+    monkeypatch.setattr(sys, "argv", ["x.py"])
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    def full(args):
+        raise OSError(errno.ENOSPC, "No space left on device", "data/toy.npz.tmp")
+
+    def other(args):
+        raise OSError(errno.EACCES, "Permission denied", "x")
+
+    with pytest.raises(SystemExit) as e:
+        cli.run(interrupted, Args)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert e.value.code == 130 and len(err) == 1 and err[0].startswith("error: stopped by a signal")
+    with pytest.raises(SystemExit) as e:
+        cli.run(full, Args)
+    assert str(e.value.code) == ("error: no space left on the device writing data/toy.npz.tmp; free some space and run "
+                                 "it again")
+    with pytest.raises(PermissionError):  # other OS errors are not hidden
+        cli.run(other, Args)

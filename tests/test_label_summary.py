@@ -1,0 +1,60 @@
+"""scripts/label_summary.py: the label-source tables over data draws, from hand-written result folders."""
+import json
+
+import pytest
+
+from conftest import one_line_error, run
+from test_budget_summary import write
+
+
+def draw(folder, shift, noise=(0.0, 0.3, -0.3)):
+    """OILCA at 0, the oracle at +4, the ensemble at +1 (a quarter of the oracle's gain), BC-all (best baseline) at
+    +2 with the same seed noise: every paired difference is exact."""
+    for m, v in (("oilca", 0.0), ("oilca_oracle", 4.0), ("oilca_ens", 1.0), ("oilca_ens_q0.5", 3.0),
+                 ("bc_exp", -1.0), ("dwbc", -2.0), ("bc_all", 2.0)):
+        write(folder, m, [v + shift + e for e in noise])
+    if shift == 0:  # a baseline on one draw only never counts as the best
+        write(folder, "oril", [50.0] * 3)
+
+
+def test_share_of_the_oracles_gain_and_verdict(tmp_path):
+    folders = [str(tmp_path / f"d{i}") for i in range(3)]
+    for i, f in enumerate(folders):
+        draw(f, shift=i)
+    out, doc = str(tmp_path / "s.json"), tmp_path / "doc.md"
+    doc.write_text("a\n<!-- label-summary: s -->\nold\n<!-- /label-summary -->\nb\n")
+    run("scripts/label_summary.py", "--results", *folders, "--out", out, "--doc", str(doc), "--resamples", "300")
+    with open(out) as f:
+        s = json.load(f)
+    assert s["best_baseline"]["train"] == "bc_all" and s["sources"] == ["oilca_ens", "oilca_ens_q0.5"]
+    ens = next(r for r in s["rows"] if r["method"] == "oilca_ens")
+    assert ens["oracle_share"]["share"] == pytest.approx(0.25) and ens["oracle_share"]["ci"] == pytest.approx([0.25, 0.25])
+    assert ens["minus_oilca"]["mean"] == pytest.approx(1.0) and ens["minus_best"]["mean"] == pytest.approx(-1.0)
+    assert ens["poi_oilca"]["vs"] == "oilca" and ens["poi_best"]["vs"] == "bc_all"
+    q = next(r for r in s["rows"] if r["method"] == "oilca_ens_q0.5")
+    assert q["oracle_share"]["share"] == pytest.approx(0.75) and q["minus_best"]["ci"] == pytest.approx([1.0, 1.0])
+    text = doc.read_text()
+    assert "old" not in text and "| OILCA, ensemble labels, keep 0.5 |" in text and "| 0.75 [0.75, 0.75] |" in text
+    run("scripts/label_summary.py", "--again", out)  # the same summary again from what it records
+    with open(out) as f:
+        assert json.load(f)["markdown"] == s["markdown"]
+
+
+def test_no_oracle_gain_gives_no_share(tmp_path):
+    f = str(tmp_path / "d0")
+    for m, vals in (("oilca", [0.0, 1.0, -1.0]), ("oilca_oracle", [1.0, -1.0, 0.0]), ("oilca_ens", [2.0, 2.0, 2.0])):
+        write(f, m, vals)
+    out = str(tmp_path / "s.json")
+    run("scripts/label_summary.py", "--results", f, "--out", out, "--resamples", "300")
+    with open(out) as fh:
+        ens = next(r for r in json.load(fh)["rows"] if r["method"] == "oilca_ens")
+    assert ens["oracle_share"]["defined"] is False and ens["oracle_share"]["share"] is None
+
+
+def test_bad_inputs(tmp_path):
+    assert one_line_error(run("scripts/label_summary.py", "--results", str(tmp_path / "nope"), "--out",
+                              str(tmp_path / "x.json"), ok=False), "no such folder")
+    write(str(tmp_path / "d"), "dwbc", [1.0, 2.0, 3.0])
+    assert one_line_error(run("scripts/label_summary.py", "--results", str(tmp_path / "d"), "--out",
+                              str(tmp_path / "x.json"), ok=False), "no OILCA results")
+    assert not (tmp_path / "x.json").exists()
