@@ -180,6 +180,8 @@ def kmeans_labels(x: np.ndarray, k: int, seed: int) -> Tuple[np.ndarray, np.ndar
     """KMeans (k-means++ start) of the standardised rows of x: (labels [N], centres [k, dim] in x's units)."""
     from scipy.cluster.vq import kmeans2
 
+    if k > len(x):
+        raise ValueError(f"--aux kmeans:{k}: more clusters than the {len(x)} transitions to cluster")
     mean, std = x.mean(0), x.std(0) + 1e-6
     centres, labels = kmeans2(((x - mean) / std).astype(np.float64), k, iter=30, minit="++", rng=np.random.default_rng(seed))
     return labels.astype(np.int64), centres * std + mean

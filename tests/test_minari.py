@@ -171,6 +171,11 @@ def test_import_kmeans_labels_transitions(pendulum, root, tmp_path):
         "--aux", "kmeans:3", "--out", again)
     assert_same_file(out, again)  # the same seed gives the same file
     run("train_dwbc.py", "--dataset", out, "--out-dir", str(tmp_path / "dwbc"), *TINY)
+    too_many = str(tmp_path / "km3.npz")  # more clusters than transitions: one line, nothing written
+    assert one_line_error(run("scripts/minari_import.py", "--datasets", "pendulum/expert-v0", "pendulum/random-v0",
+                              "--expert", "pendulum/expert-v0", "--aux", "kmeans:10000000", "--out", too_many, ok=False),
+                          "more clusters than the")
+    assert not os.path.exists(too_many)
 
 
 def test_import_top_split_and_episode_counts(pendulum, root, tmp_path):

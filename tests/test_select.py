@@ -392,3 +392,25 @@ def test_discriminator_script(mixed_dataset, tmp_path):
     proc = run("select_sampler.py", *flags)
     assert "<- chosen (most seeds)" in proc.stdout and json.load(open(args.out))["choice"] == "exact"
     assert not os.path.exists(tmp_path / "out" / "sel_s0")  # --report-only
+
+
+def test_cv_split_full_disk_leaves_both_outputs_as_they_were(dataset, tmp_path, monkeypatch):
+    """The second file cannot be written (a full disk): neither new file appears and the old ones are untouched."""
+    import errno
+
+    a = cv_split.Args(dataset=dataset, folds=FOLDS, fold=1, out=str(tmp_path / "t.npz"), heldout_out=str(tmp_path / "h.npz"))
+    cv_split.main(a)
+    before = {p: open(p, "rb").read() for p in (a.out, a.heldout_out)}
+    real, calls = contract.save_npz, []
+
+    def full_on_second(path, arrays):
+        calls.append(path)
+        if len(calls) == 2:
+            raise OSError(errno.ENOSPC, "No space left on device", path)
+        real(path, arrays)
+
+    monkeypatch.setattr(contract, "save_npz", full_on_second)
+    with pytest.raises(OSError):
+        cv_split.main(dataclasses.replace(a, seed=5, force=True))
+    assert {p: open(p, "rb").read() for p in before} == before
+    assert sorted(os.listdir(tmp_path)) == ["h.npz", "t.npz"]  # no staged file left behind
