@@ -519,7 +519,7 @@ def build(args: Args, p: dict) -> List[Job]:
             inputs.append(dataset.replace("{seed}", str(seed)))
             saved = [os.path.join(folder, f"policy_step{b}.pt") for b in checkpoints]
             outputs += [os.path.join(folder, "policy.pt")] + saved
-            outputs += [result.replace("{seed}", str(seed)).replace("{split}", sp) for sp in p["splits"]] if evals else []
+            outputs += [fill(result, seed=seed, split=sp) for sp in p["splits"]] if evals else []
         add(name, stage, argv + [*shlex.split(args.train_flags), *cuda], sorted(set(inputs)), outputs, gpus=args.gpus)
         for seed in seeds if evals else ():
             for b in checkpoints:  # each smaller budget's policy, scored as the final one is
@@ -688,7 +688,7 @@ def build(args: Args, p: dict) -> List[Job]:
         for f in fams:
             if f == MATCHED:  # one run per budget
                 policies = [path(runs, f"bsel_{MATCHED}_b{{budget}}_cv{K}_f{{fold}}_s0", "policy.pt"), ""]
-                policy = lambda k, b: policies[0].replace("{budget}", str(b)).replace("{fold}", str(k))  # noqa: E731
+                policy = lambda k, b: fill(policies[0], budget=b, fold=k)  # noqa: E731
             else:  # one budget run, its policy at the largest budget saved as policy.pt
                 run = path(runs, f"bsel_{f}_f{{fold}}_b{top}_s0")
                 policies = [os.path.join(run, "policy_step{budget}.pt"), os.path.join(run, "policy.pt")]
@@ -696,8 +696,7 @@ def build(args: Args, p: dict) -> List[Job]:
             result = path(res, f"{f}_b{{budget}}_s{{seed}}_{{split}}.json")
             inputs = [data] + [x for k in range(args.select_budget_folds) for x in (fold(k), held(k))]
             inputs += [policy(k, b) for k in range(args.select_budget_folds) for b in args.budgets]
-            inputs += [result.replace("{budget}", str(b)).replace("{seed}", str(s)).replace("{split}", sp)
-                       for b in args.budgets for s in args.seeds for sp in p["splits"]]
+            inputs += [fill(result, budget=b, seed=s, split=sp) for b in args.budgets for s in args.seeds for sp in p["splits"]]
             selected = path(res, f"{f}_sel_s{{seed}}_{{split}}.json")
             add(f"select_budget_{f}", "select_budget",
                 ["select_budget.py", "--method", f, "--dataset", data, "--folds", K,
@@ -706,8 +705,7 @@ def build(args: Args, p: dict) -> List[Job]:
                  *(["--last-policy", policies[1]] if policies[1] else []), "--results", result,
                  "--seeds", *args.seeds, "--splits", *p["splits"], "--out", path(res, f"budget_selection_{f}.json"),
                  "--out-result", selected, *threads],
-                inputs, [path(res, f"budget_selection_{f}.json")] + [selected.replace("{seed}", str(s))
-                                                                    .replace("{split}", sp)
+                inputs, [path(res, f"budget_selection_{f}.json")] + [fill(selected, seed=s, split=sp)
                                                                     for s in args.seeds for sp in p["splits"]])
     # label sources beyond the paper (docs/labels.md): the ensemble at each keep share and the self-improving rounds,
     # on the full data per seed and on each fold (seed 0, the fold's own iVAE and BC-exp), each family's variant
@@ -715,6 +713,8 @@ def build(args: Args, p: dict) -> List[Job]:
     fams = {"oilca_ens": [f"oilca_ens_q{q}" for q in sorted(args.ens_keeps, reverse=True)],
             "oilca_self": ["oilca"] + [f"oilca_round{r}" for r in range(2, args.self_rounds + 1)]}
     fams = {f: c for f, c in fams.items() if f in args.methods}
+    ens_data = lambda dataset, q, seed: dataset.replace(".npz", f"_aug_ens_q{q}_r{args.ratio}_s{seed}.npz")  # noqa: E731
+    round_data = lambda dataset, rnd, seed: dataset.replace(".npz", f"_aug_round{rnd}_r{args.ratio}_s{seed}.npz")  # noqa: E731
 
     def label_chains(prefix, dataset, ivae_ckpt, first_policy, seed, evals):
         """The ensemble datasets and policies at every keep share, and the rounds after `first_policy` (OILCA's),
@@ -725,7 +725,7 @@ def build(args: Args, p: dict) -> List[Job]:
             members = path(runs, f"ensemble{prefix}_s{seed}", "policy.pt")
             member_files = [members.replace("policy.pt", f"policy_m{k}.pt") for k in range(args.ens_size)]
             for i, q in enumerate(sorted(args.ens_keeps, reverse=True)):
-                out = dataset.replace(".npz", f"_aug_ens_q{q}_r{r}_s{seed}.npz")
+                out = ens_data(dataset, q, seed)
                 argv = ["augment.py", "--dataset", dataset, "--ivae", ivae_ckpt, "--labels", "ensemble",
                         "--ensemble-size", args.ens_size, "--ensemble-keep", q, "--sampler-steps", args.steps,
                         "--ratio", r, "--seed", seed,
@@ -739,7 +739,7 @@ def build(args: Args, p: dict) -> List[Job]:
                 train(run(f"oilca_ens_q{q}"), "labels", seed, "train_dwbc.py", out, method=f"oilca_ens_q{q}", evals=evals)
         prev = first_policy
         for rnd in range(2, args.self_rounds + 1) if "oilca_self" in fams else ():
-            out = dataset.replace(".npz", f"_aug_round{rnd}_r{r}_s{seed}.npz")
+            out = round_data(dataset, rnd, seed)
             add(f"augment{prefix}_round{rnd}_r{r}_s{seed}", "labels",
                 ["augment.py", "--dataset", dataset, "--ivae", ivae_ckpt, "--sampler", prev, "--ratio", r, "--seed", seed,
                  "--out", out, *threads], [dataset, ivae_ckpt, prev], [out])
@@ -779,10 +779,10 @@ def build(args: Args, p: dict) -> List[Job]:
             rows = [(m, aug(m, args.ratio, s0)) for m in ("oilca", "oilca_oracle", "oilca_bc_all", "oilca_dwbc",
                                                           "oilca_iswbc", "oilca_ilid", "oilca_best")
                     if (m, s0) in wanted and VARIANTS[m].get("ivae", True)]
-            rows += [(c, data.replace(".npz", f"_aug_ens_q{c.rsplit('_q', 1)[1]}_r{args.ratio}_s{s0}.npz"))
-                     for c in fams.get("oilca_ens", [])]
-            rows += [(c, data.replace(".npz", f"_aug_round{c[len('oilca_round'):]}_r{args.ratio}_s{s0}.npz"))
-                     for c in fams.get("oilca_self", [])[1:]]
+            rows += [(f"oilca_ens_q{q}", ens_data(data, q, s0)) for q in sorted(args.ens_keeps, reverse=True)
+                     if "oilca_ens" in fams]
+            rows += [(f"oilca_round{rnd}", round_data(data, rnd, s0)) for rnd in range(2, args.self_rounds + 1)
+                     if "oilca_self" in fams]
             outs = [path(res, f"fidelity_labels.{e}") for e in ("json", "md", "png")]
             add("fidelity_labels", "labels", ["fidelity.py", "--augmented", *[d for _, d in rows], "--names",
                                               *[m for m, _ in rows], "--out", outs[0], "--table", outs[1],
