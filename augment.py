@@ -202,6 +202,7 @@ def sample_actions(actor: Actor, norm: Normalizer, obs: np.ndarray, gen: torch.G
 
 
 @contract.all_or_nothing  # a failed run writes nothing; SIGTERM cleans up as SIGINT does
+@contract.together()  # its outputs are renamed into place together at the end: all of them or none
 def main(args: Args) -> dict:
     t0 = time.time()
     checks.fields(args, ratio=checks.Real(0, MAX_RATIO), seed=checks.SEED, sampler_steps=checks.COUNT,

@@ -101,7 +101,8 @@ def recipe_table(returns, classes, policy_ids, positive, expert, behaviors) -> s
     groups += [("D_E", expert), ("D_U", ~expert), ("all", np.ones_like(expert))]
     for name, m in groups:
         r = returns[m]
-        lines.append(f"{name:<34}{m.sum():>9}{r.mean():>14.2f} ± {r.std():<6.2f}{(positive & m).sum():>10}{(expert & m).sum():>8}")
+        stats = f"{r.mean():>14.2f} ± {r.std():<6.2f}" if len(r) else f"{'–':>14}   {'':<6}"  # a group without episodes
+        lines.append(f"{name:<34}{m.sum():>9}{stats}{(positive & m).sum():>10}{(expert & m).sum():>8}")
     return "\n".join(lines)
 
 

@@ -54,9 +54,9 @@ class Args:
     env_dataset: Optional[str] = None
     """evaluate on the env described by this dataset's metadata instead of the one recorded in the policy"""
     out: Optional[str] = None
-    """result JSON path; `{split}` in it is replaced by the split (default: beside the policy, eval_<split>.json)"""
+    """result JSON path; `{split}` in it is replaced by the split (not given: beside the policy, eval_<split>.json)"""
     method: Optional[str] = None
-    """label for the result (default: the method recorded in the policy)"""
+    """label for the result (not given: the method recorded in the policy)"""
     reference: Optional[Literal["expert", "random"]] = None
     """evaluate the env's own goal-seeking controller or uniform-random actions instead of --policy
     (reference rows of the result table; needs --env-dataset)"""

@@ -42,9 +42,9 @@ class Args:
     augmented: Tuple[str, ...] = ("data/toy_aug_r0.5_s0.npz",)
     """augmented toy datasets (augment.py), one row each; the copy row uses the first one's (expert, partner) pairs"""
     names: Optional[Tuple[str, ...]] = None
-    """a name per augmented dataset for the table and figure (default: the file names)"""
+    """a name per augmented dataset for the table and figure (not given: the file names)"""
     sampler: Optional[str] = None
-    """policy artifact that labels the copy rows (default: the sampler recorded in the first dataset's metadata)"""
+    """policy artifact that labels the copy rows (not given: the sampler recorded in the first dataset's metadata)"""
     out: str = "results/toy/fidelity.json"
     """output JSON"""
     table: Optional[str] = "results/toy/fidelity.md"
@@ -74,6 +74,7 @@ COPY_ROW = "copy partner s'"  # the row this stage adds: the partner's own next 
 
 
 @contract.all_or_nothing  # a failed run writes nothing; SIGTERM cleans up as SIGINT does
+@contract.together()  # its outputs are renamed into place together at the end: all of them or none
 def main(args: Args) -> dict:
     if not args.augmented:
         raise ValueError("--augmented needs at least one dataset")

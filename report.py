@@ -961,8 +961,9 @@ def main_paper_table(args: Args) -> str:
     md = paper_markdown(args.paper_table, rows, args.results_pattern, args.c_pattern, args.resamples)
     docs = prepare_docs(args.doc, f"paper table {args.paper_table}", md)
     contract.check_paths({"--results-pattern": files}, files={"--doc": list(args.doc)})
-    for path, text in docs.items():
-        contract.save_text(path, text)
+    with contract.together():  # every doc or none
+        for path, text in docs.items():
+            contract.save_text(path, text)
     print(md)
     if docs:
         print("table into " + ", ".join(docs))
@@ -1044,10 +1045,11 @@ def main_aggregate(args: Args, pairs: list) -> str:
     outputs = [os.path.join(args.out, name) for name in ("aggregate.md", "aggregate.json")]
     contract.check_paths({"--aggregate": files}, files={"--out": outputs, "--doc": list(args.doc)})
     contract.claim(outputs[0])
-    contract.save_text(outputs[0], md + "\n")
-    contract.save_json(outputs[1], out)
-    for path, text in docs.items():
-        contract.save_text(path, text)
+    with contract.together():  # aggregate.md, aggregate.json and the docs: all or none
+        contract.save_text(outputs[0], md + "\n")
+        contract.save_json(outputs[1], out)
+        for path, text in docs.items():
+            contract.save_text(path, text)
     print(md)
     print(f"wrote {outputs[0]}, {outputs[1]}" + "".join(f"; table into {p}" for p in docs))
     return md
@@ -1075,20 +1077,21 @@ def main(args: Args) -> str:
     contract.check_paths({"--results": files}, files={"--results": outputs + [p for f in figs.values() for p in f],
                                                       "--doc": list(args.doc)})
     contract.claim(outputs[0])  # a second report into the same folder is refused while this one runs
-    contract.save_text(outputs[0], md + "\n")
-    contract.save_json(outputs[1], summary)
     written = []
-    for env, rows in groups.items():
-        data = figure_input(rows)
-        figures.fig4(data, figs[env][0], args.resamples)
-        written.append(os.path.basename(figs[env][0]))
-        if figures.fig5(data, figs[env][1], args.resamples):
-            written.append(os.path.basename(figs[env][1]))
-        if studies[env]["cells"]:
-            figures.budget(studies[env], data.splits, display, figs[env][2])
-            written.append(os.path.basename(figs[env][2]))
-    for path, text in docs.items():
-        contract.save_text(path, text)
+    with contract.together():  # table.md, summary.json, the figures and the docs: all of them or none (full disk)
+        contract.save_text(outputs[0], md + "\n")
+        contract.save_json(outputs[1], summary)
+        for env, rows in groups.items():
+            data = figure_input(rows)
+            figures.fig4(data, figs[env][0], args.resamples)
+            written.append(os.path.basename(figs[env][0]))
+            if figures.fig5(data, figs[env][1], args.resamples):
+                written.append(os.path.basename(figs[env][1]))
+            if studies[env]["cells"]:
+                figures.budget(studies[env], data.splits, display, figs[env][2])
+                written.append(os.path.basename(figs[env][2]))
+        for path, text in docs.items():
+            contract.save_text(path, text)
     print(md)
     print(f"wrote {args.results}/table.md, summary.json, {', '.join(written)}"
           + "".join(f"; table into {p}" for p in docs))

@@ -27,7 +27,7 @@ when its turn comes and skipped if its inputs came out byte-identical. --force r
 same-argument outputs (collect_data.py, train_ivae.py) get --force: the record decides.
 
 Threads: every job that takes --threads (the trainers, augment.py, train_ivae.py, SAC) gets --threads T,
-T = max(1, cores // --jobs) with cores = len(os.sched_getaffinity(0)) of this machine (or --threads), so --jobs
+T = max(1, cores // --jobs) with cores = the cores this process may use (cli.cpu_cores) (or --threads), so --jobs
 processes at a time do not oversubscribe the cores; the runner prints its choice.
 
 Timing: results/<slug>/timing.json keeps per stage the wall time (first start to last end) of its jobs in the last
@@ -50,6 +50,7 @@ Examples:
 import dataclasses
 import datetime
 import hashlib
+import importlib.util
 import json
 import os
 import shlex
@@ -253,7 +254,7 @@ class Job:
 
 def cpu_cores() -> int:
     """The cores this process may run on (a container's or taskset's share, not the whole machine's)."""
-    return len(os.sched_getaffinity(0))
+    return cli.cpu_cores()
 
 
 def resolve(args: Args) -> Tuple[Args, dict]:
@@ -287,6 +288,8 @@ def resolve(args: Args) -> Tuple[Args, dict]:
                              f"{' '.join(dmc.TABLE1_TASKS)})")
     if os.path.exists(args.root) and not os.path.isdir(args.root):
         raise SystemExit(f"error: --root {args.root}: not a folder")
+    if args.backend == "ray" and importlib.util.find_spec("ray") is None:
+        raise SystemExit("error: --backend ray: Ray is not installed (pip install -r requirements-ray.txt)")
     base = backend + ("_" + task if task else "")
     if args.protocol == "paper" and not args.tag:  # its own files (toy:paper's CPU runs already use toy_paper)
         args.tag = "protocol" if base.endswith("_paper") else "paper"
@@ -1047,8 +1050,12 @@ def run_ray(todo: List[Job], env: dict, args: Args, on_start, on_done, stop_file
         ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
     started = not ray.is_initialized()
     if started:
-        ray.init(address=args.ray_address, num_cpus=None if args.ray_address else args.jobs, include_dashboard=False,
-                 log_to_driver=False, configure_logging=False)
+        try:
+            ray.init(address=args.ray_address, num_cpus=None if args.ray_address else args.jobs,
+                     include_dashboard=False, log_to_driver=False, configure_logging=False)
+        except Exception as e:  # no cluster at that address, a refused connection, a bad address
+            where = f"--ray-address {args.ray_address}" if args.ray_address else "--backend ray"
+            raise SystemExit(f"error: {where}: Ray did not start ({cli.short(str(e).splitlines()[0] if str(e) else type(e).__name__)})") from None
     try:
         task, refs = ray.remote(_ray_task), {}
         for j in todo:  # topological order: every upstream ref exists before its dependents are submitted

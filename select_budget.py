@@ -157,6 +157,7 @@ def load_result(path: str, args: Args, budget: int, seed: int, split: str) -> di
 
 
 @contract.all_or_nothing
+@contract.together()  # its outputs are renamed into place together at the end: all of them or none
 def main(args: Args) -> dict:
     check_args(args)
     F, B = list(args.fold_ids), sorted(args.budgets)

@@ -422,6 +422,7 @@ def load_result(path: str, candidate: str, seed: int, split: str) -> dict:
 
 
 @contract.all_or_nothing  # a failed run writes nothing; SIGTERM cleans up as SIGINT does
+@contract.together()  # its outputs are renamed into place together at the end: all of them or none
 def main(args: Args) -> dict:
     check_args(args)
     C, heldout = list(args.candidates), args.rule == "heldout"

@@ -19,6 +19,7 @@ Several seeds at once, sampling on the GPU and CUDA graphs: fast/train_bc.py (sa
 """
 
 import copy
+import dataclasses
 from dataclasses import dataclass
 from typing import Literal, Tuple
 
@@ -33,8 +34,8 @@ from training.trainer import (Actor, Normalizer, TrainerArgs, artifact, bc_loss,
 
 @dataclass
 class Args(TrainerArgs):
-    out_dir: str = "runs/bc_exp"
-    """folder for policy.pt, progress.csv and args.json"""
+    out_dir: str = ""
+    """folder for policy.pt, progress.csv and args.json (not given: runs/bc_exp, with --data all runs/bc_all)"""
     data: Literal["expert", "all"] = "expert"
     """BC-exp clones D_E only; BC-all clones D_all"""
     include_augmented: bool = False
@@ -70,6 +71,8 @@ def cloned_rows(data: dict, args: Args) -> np.ndarray:
 
 @contract.all_or_nothing  # a failed run writes nothing; SIGTERM cleans up as SIGINT does
 def main(args: Args) -> dict:
+    if not args.out_dir:  # BC-all's run does not land in BC-exp's folder
+        args = dataclasses.replace(args, out_dir=f"runs/bc_{'all' if args.data == 'all' else 'exp'}")
     check_args(args)
     checkpoints = check_checkpoints(args.checkpoints, args.total_steps)
     data, meta, spec = load(args.dataset)

@@ -83,7 +83,7 @@ class Args:
     tensorboard: bool = False
     """also write TensorBoard event files of the logged rows and progress lines to <out_dir>/tb"""
     threads: Optional[int] = None
-    """torch CPU threads (default: every core this process may use; runner.py passes cores // --jobs)"""
+    """torch CPU threads (not given: every core this process may use; runner.py passes cores // --jobs)"""
     cuda: bool = True
     """use CUDA when it is available"""
 
@@ -197,7 +197,7 @@ def main(args: Args) -> dict:
         raise ValueError(f"--env: {e}") from None
     contract.claim(args.out_dir)  # one run per folder at a time (the folder is resumable, so it is not rebuilt)
     os.makedirs(os.path.join(args.out_dir, "snapshots"), exist_ok=True)
-    torch.set_num_threads(args.threads or len(os.sched_getaffinity(0)))
+    torch.set_num_threads(args.threads or cli.cpu_cores())
     device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
     env = make_env(args.env, args.seed)
     obs_dim, A = env.obs_dim, env.act_dim

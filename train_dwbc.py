@@ -65,7 +65,7 @@ class Args(TrainerArgs):
     """update the discriminator every this many policy steps. Official DWBC: every 100 of 500k steps, i.e. 5k
     updates; our 5k-step CPU budget keeps that count by updating every step (every 10 scored worse on tuning data)"""
     aug_frac: Optional[float] = None
-    """share of augmented rows in the expert batch (default: uniform over collected + augmented expert rows)"""
+    """share of augmented rows in the expert batch (not given: uniform over collected + augmented expert rows)"""
     actor_lr: float = 1e-4
     """Adam learning rate of the policy"""
     actor_weight_decay: float = 5e-3

@@ -69,9 +69,9 @@ class Args(TrainerArgs):
     """gradient steps of the policy π (stage 4; official 2,000,000)"""
     d_steps: Optional[int] = None
     """gradient steps of the discriminator D (stage 1), batches of `batch_size` from D_E and from D_S
-    (default: 0.4 × total_steps, rounded down: 2,000 for 5,000; official 100,000)"""
+    (not given: 0.4 × total_steps, rounded down: 2,000 for 5,000; official 100,000)"""
     bc_steps: Optional[int] = None
-    """gradient steps of the reference policy π_E on D_E (stage 3) (default: 0.4 × total_steps; official 200,000)"""
+    """gradient steps of the reference policy π_E on D_E (stage 3) (not given: 0.4 × total_steps; official 200,000)"""
     batch_size: int = 256
     """rows per batch: D_E and D_S for D; D_E for π_E; selected D_S ∪ D_E and D_E for π"""
     eta: float = 0.5

@@ -90,7 +90,7 @@ class Args:
     tensorboard: bool = False
     """also write TensorBoard event files of the progress rows and lines to <out_dir>/tb/<prior>"""
     threads: Optional[int] = None
-    """torch CPU threads (default: every core this process may use; runner.py passes cores // --jobs)"""
+    """torch CPU threads (not given: every core this process may use; runner.py passes cores // --jobs)"""
     cuda: bool = False
     """use CUDA when available"""
     force: bool = False
@@ -281,7 +281,7 @@ def main(args: Args) -> dict:
         print(f"{args.out_dir} already holds this fit: kept (use --force to re-fit)")
         return old
     run = contract.RunFolder(args.out_dir)  # a fresh --out-dir for the logs; the results are staged beside it
-    torch.set_num_threads(args.threads or len(os.sched_getaffinity(0)))
+    torch.set_num_threads(args.threads or cli.cpu_cores())
     device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
     tensors = [torch.as_tensor(data[k], device=device) for k in ("observations", "actions", "next_observations")]
     tensors.append(torch.as_tensor(data["aux"], device=device))

@@ -46,7 +46,7 @@ class Args(TrainerArgs):
     """folder for policy.pt, progress.csv and args.json"""
     reward_steps: Optional[int] = None
     """gradient steps of the reward model R_ψ (stage 1), batches of `batch_size` from D_E and from D_U
-    (default: 0.4 × total_steps, rounded down: 2,000 for the default 5,000)"""
+    (not given: 0.4 × total_steps, rounded down: 2,000 for the default 5,000)"""
     eta: float = 0.5
     """class prior η of the positive–unlabelled reward loss (ORIL Eq. 5)"""
     pu: bool = True

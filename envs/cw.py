@@ -103,7 +103,7 @@ class CWConfig:
     """variables that c intervenes on (Table 7's C = 1…5 adds block_mass and block_color); one of
     stage_color, stage_friction, floor_friction, block_mass, block_color"""
     interventions: Optional[str] = None
-    """JSON list of C objects {feature: value} fixing the intervention of each c (default: class c sets each
+    """JSON list of C objects {feature: value} fixing the intervention of each c (not given: class c sets each
     feature to the (c + 0.5)/C point of its space A range); values outside space A are refused"""
     noise_levels: Tuple[float, ...] = (0.0, 0.5, 0.8, 1.0)
     """std of the Gaussian noise added to the expert's normalised action, one behaviour policy each"""
@@ -120,7 +120,7 @@ class CWConfig:
     skip_frame: int = 3
     """simulation steps (250 Hz) per env step; the shipped experts were trained at 3 (83.3 Hz)"""
     episode_len: Optional[int] = None
-    """env steps per episode (default: the task's own time limit)"""
+    """env steps per episode (not given: the task's own time limit)"""
     lockstep: int = 8
     """episodes stepped together, one pybullet client each (the policy runs on one batch per step)"""
     workers: int = 1

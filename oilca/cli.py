@@ -22,6 +22,28 @@ from typing import Callable, Optional, Sequence, Tuple, Type, TypeVar
 import tyro
 
 T, R = TypeVar("T"), TypeVar("R")
+
+
+def unwrap(text: str) -> str:
+    """A docstring as --help shows it: the lines of a paragraph joined into one (the source keeps its lines under
+    120 characters; the terminal wraps them again), paragraphs and bullet lines (`*`, `-`) kept apart."""
+    out = []
+    for para in re.split(r"\n\s*\n", text.strip()):
+        lines = [line.strip() for line in para.splitlines() if line.strip()]
+        joined = ""
+        for line in lines:
+            bullet = line.startswith(("* ", "- ", "• "))
+            joined += ("\n" if bullet and joined else " " if joined else "") + line
+        out.append(joined)
+    return "\n\n".join(out)
+
+
+try:  # tyro keeps a docstring's line break wherever the next line does not start with a letter (an indent, a `)
+    from tyro import _strings as _tyro_strings
+
+    _tyro_strings.remove_single_line_breaks = unwrap
+except (ImportError, AttributeError):  # another tyro: its own line handling
+    pass
 FRAME = "╭╮╰╯│─┃━┏┓┗┛"  # the panel's border characters (rich's rounded and heavy boxes)
 
 
@@ -99,6 +121,14 @@ def run(main: Callable[[T], R], cls: Type[T], refused: Tuple[Type[BaseException]
             raise
         sys.exit(f"error: out of memory ({short(str(e)) or type(e).__name__}): lower --batch-size, or use a machine "
                  f"with more memory")
+
+
+def cpu_cores() -> int:
+    """The cores this process may run on: a container's or taskset's share where the OS tells it (Linux), else every
+    core of the machine (macOS, Windows have no os.sched_getaffinity)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 def short(message: str, limit: int = 200) -> str:

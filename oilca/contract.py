@@ -13,12 +13,16 @@ Writes (docs/contract.md, "Errors and guarantees"):
 * `claim(path)` locks an output for the running stage (a second writer is refused with one line), and
   `RunFolder(out_dir)` stages a trainer's results in a temporary sibling that replaces `out_dir` in one rename when
   the run completes, so a folder never mixes the results of two runs;
+* `together()` stages the writes of a block: a stage with several outputs writes each in full to its temporary file
+  and renames them all into place only when the block ends without error (a full disk on the last figure leaves
+  the previous table, summary and figures as they were);
 * `all_or_nothing`, the decorator of a stage's `main`, releases the claims and undoes the unfinished run folders
   of a run that fails, and turns SIGTERM into KeyboardInterrupt (as SIGINT) while it runs, so both clean up.
 
 The schema is documented for humans in docs/contract.md; `DATASET_KEYS` below is the machine-readable copy.
 """
 
+import contextlib
 import fnmatch
 import functools
 import hashlib
@@ -136,6 +140,10 @@ def _atomic_write(path: str, write_fn) -> None:
             write_fn(f)
             f.flush()
             os.fsync(f.fileno())
+        pending = getattr(_STAGED, "writes", None)
+        if pending is not None:  # inside together(): renamed when the block ends
+            pending.append((tmp, path))
+            return
         os.replace(tmp, path)
     except OSError as e:
         if tmp is not None and os.path.exists(tmp):
@@ -145,6 +153,39 @@ def _atomic_write(path: str, write_fn) -> None:
         if tmp is not None and os.path.exists(tmp):
             os.remove(tmp)
         raise
+
+
+_STAGED = threading.local()  # the (temporary file, destination) pairs of the running together() block
+
+
+@contextlib.contextmanager
+def together():
+    """Stage every write of the block (save_npz, save_json, save_text, save_figure, save_policy, ...): each file is
+    written in full to its temporary name beside its destination, and all are renamed into place when the block ends
+    without error. An error inside it (a full disk on the last output, a refusal, SIGINT/SIGTERM) removes every
+    temporary file and leaves every previous output as it was: a stage with several outputs writes all or none.
+    A block inside another joins the outer one."""
+    if getattr(_STAGED, "writes", None) is not None:
+        yield
+        return
+    _STAGED.writes = pending = []
+    try:
+        yield
+        _STAGED.writes = None
+        while pending:
+            tmp, path = pending[0]
+            try:
+                os.replace(tmp, path)
+            except OSError as e:
+                raise ContractError(f"{path}: cannot write ({e.strerror or e})") from None
+            pending.pop(0)
+    finally:
+        _STAGED.writes = None
+        for tmp, _ in pending:
+            try:
+                os.remove(tmp)
+            except OSError:
+                pass
 
 
 def save_npz(path: str, arrays: Dict[str, Any]) -> None:
@@ -195,15 +236,18 @@ def save_figure(path: str, fig) -> None:
 
 
 def package_versions() -> Dict[str, str]:
-    """Versions of the packages that shape a dataset, recorded in its metadata."""
+    """Versions of the packages that shape a dataset, recorded in its metadata: read from the installed packages'
+    metadata (importlib.metadata), so nothing is imported (no banner, no second of start-up) and every installed one
+    has its real version; a package that is not installed is absent."""
+    import importlib.metadata
     import platform
 
     out = {"python": platform.python_version(), "numpy": np.__version__}
-    for name in ("torch", "dm_control", "mujoco", "causal_world", "pybullet"):
+    for name, dist in (("torch", "torch"), ("dm_control", "dm-control"), ("mujoco", "mujoco"),
+                       ("causal_world", "causal-world"), ("pybullet", "pybullet")):
         try:
-            mod = __import__(name)
-            out[name] = getattr(mod, "__version__", "unknown")
-        except Exception:  # not installed, or fails to import: recorded as absent
+            out[name] = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
             continue
     return out
 
@@ -304,8 +348,14 @@ class Claim:
             if not same:
                 os.close(fd)
                 continue
-            os.ftruncate(fd, 0)
-            os.write(fd, f"{os.getpid()}\n".encode())
+            try:
+                os.ftruncate(fd, 0)
+                os.write(fd, f"{os.getpid()}\n".encode())
+            except OSError as e:  # a full disk: no lock file is left behind
+                os.remove(self.lock_path)
+                os.close(fd)
+                _remove_empty(self.created)
+                raise ContractError(f"{path}: cannot write ({e.strerror or e})") from None
             self.fd = fd
         _held().append(self)
 

@@ -189,6 +189,7 @@ def markdown(s: dict) -> str:
     return "\n".join(lines)
 
 
+@contract.together()  # its outputs are renamed into place together at the end: all of them or none
 def main(args: Args) -> dict:
     if args.again:
         args = Args(**report.recorded_inputs(args.again))

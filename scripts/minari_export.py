@@ -21,14 +21,20 @@ else $MINARI_DATASETS_PATH, else ~/.minari/datasets). The layout written here (d
 minari_import.py reads such a dataset back into the identical .npz: every array and the metadata
 (tests/test_minari.py checks it). The dataset is built in a temporary folder beside its target and renamed into
 place, so an interrupted export leaves nothing half-written; an existing dataset id is refused unless --force, and
-the input .npz is only read.
+the input .npz is only read. Minari (HDF5) writes in a child process: a write it cannot finish (a full disk) is one
+line on stderr however HDF5 reports it, and the temporary folder is removed; the temporary folders of exports that
+were killed are removed by the next export to the same root.
 """
 
 import json
 import os
+import re
+import signal
 import sys
 import shutil
 import tempfile
+import time
+import traceback
 import warnings
 from dataclasses import dataclass
 from typing import Dict, List, Optional
@@ -55,11 +61,11 @@ class Args:
     dataset_id: Optional[str] = None
     """Minari dataset id `(namespace/)name-v<version>`; default oilca/<env>/<file name>-v0, e.g. oilca/toy/toy-v0"""
     root: Optional[str] = None
-    """Minari datasets folder (default: $MINARI_DATASETS_PATH, else ~/.minari/datasets)"""
+    """Minari datasets folder (not given: $MINARI_DATASETS_PATH, else ~/.minari/datasets)"""
     author: str = "oilca"
     """author recorded in the Minari metadata"""
     description: Optional[str] = None
-    """description recorded in the Minari metadata (default: one line naming the env, c and D_E)"""
+    """description recorded in the Minari metadata (not given: one line naming the env, c and D_E)"""
     force: bool = False
     """replace an existing Minari dataset of that id"""
 
@@ -100,6 +106,73 @@ def episode_buffers(raw: Dict[str, np.ndarray], data: Dict[str, np.ndarray]) -> 
     return out
 
 
+def clean_stale_exports(root: str) -> list:
+    """Remove the temporary `.export-<pid>-…` folders of exports whose process is gone (killed), and those of older
+    exports without a pid that are over an hour old. Returns what it removed."""
+    removed = []
+    for entry in os.listdir(root) if os.path.isdir(root) else ():
+        if not entry.startswith(".export-"):
+            continue
+        full, m = os.path.join(root, entry), re.fullmatch(r"\.export-(\d+)-.+", entry)
+        try:
+            stale = (not contract._pid_alive(int(m.group(1)))) if m else \
+                time.time() - os.lstat(full).st_mtime > contract.STALE_AGE_S
+            if stale and os.path.isdir(full) and not os.path.islink(full):
+                shutil.rmtree(full)
+                removed.append(full)
+        except OSError:
+            continue
+    return removed
+
+
+def isolated(fn, where: str) -> None:
+    """Run fn() in a forked child whose stdout and stderr the parent reads: HDF5 reports a write it cannot finish
+    (a full disk) with hundreds of lines, sometimes a crash; here any failure of the child is one ContractError line.
+    SIGINT/SIGTERM to the parent stops the child too. Where there is no fork (Windows), fn() runs here."""
+    if not hasattr(os, "fork"):
+        return fn()
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: everything it prints goes to the pipe
+        code = 1
+        try:
+            os.close(r)
+            os.dup2(w, 1)
+            os.dup2(w, 2)
+            fn()
+            code = 0
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+    os.close(w)
+    chunks = []
+    try:
+        while True:
+            chunk = os.read(r, 1 << 16)
+            if not chunk:
+                break
+            chunks.append(chunk)
+        _, status = os.waitpid(pid, 0)
+    except BaseException:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        raise
+    finally:
+        os.close(r)
+    text = b"".join(chunks).decode(errors="replace")
+    if status == 0:
+        print(text, end="")
+        return
+    if "errno = 28" in text or "No space left on device" in text:
+        raise contract.ContractError(f"{where}: cannot write (No space left on device)")
+    last = [line.strip() for line in text.splitlines() if line.strip()][-1:] or ["no message"]
+    how = f"signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status) else f"exit {os.WEXITSTATUS(status)}"
+    raise contract.ContractError(f"{where}: Minari could not write the dataset ({how}: {last[0][:200]})")
+
+
 def main(args: Args) -> dict:
     try:
         import gymnasium as gym
@@ -118,7 +191,7 @@ def main(args: Args) -> dict:
         raise ValueError(f"bad Minari dataset id '{dataset_id}': use (namespace/)name-v<version>, e.g. oilca/toy/toy-v0")
     root = minari_root(args.root)
     target = os.path.join(root, dataset_id)
-    if os.path.abspath(args.dataset).startswith(target + os.sep):
+    if os.path.realpath(args.dataset).startswith(os.path.realpath(target) + os.sep):  # also through symbolic links
         raise ValueError(f"the input {args.dataset} lies inside the target Minari dataset {target}")
     if os.path.exists(target) and not args.force:
         raise ValueError(f"Minari dataset '{dataset_id}' exists in {root}: pass --force to replace it, or another --dataset-id")
@@ -134,11 +207,15 @@ def main(args: Args) -> dict:
                                        f"c = {meta['aux_meaning']}; {n_exp} D_E episodes (infos 'expert')")
     buffers = episode_buffers(raw, data)
 
-    os.makedirs(root, exist_ok=True)
-    tmp_root = tempfile.mkdtemp(dir=root, prefix=".export-")
-    old_env = os.environ.get("MINARI_DATASETS_PATH")
     try:
-        os.environ["MINARI_DATASETS_PATH"] = tmp_root  # minari writes under this folder; renamed into place below
+        os.makedirs(root, exist_ok=True)
+        clean_stale_exports(root)
+        tmp_root = tempfile.mkdtemp(dir=root, prefix=f".export-{os.getpid()}-")
+    except OSError as e:
+        raise contract.ContractError(f"{root}: cannot write ({e.strerror or e})") from None
+    old_env = os.environ.get("MINARI_DATASETS_PATH")
+
+    def write():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # minari warns about every metadata field left unset
             ds = minari.create_dataset_from_buffers(
@@ -146,16 +223,27 @@ def main(args: Args) -> dict:
                 algorithm_name="oilca " + meta["env_id"], author=args.author, description=description,
                 data_format="hdf5")
         ds.storage.update_metadata({"oilca_format": FORMAT, "oilca_metadata": str(raw["metadata"])})
-        if os.path.exists(target):
-            shutil.rmtree(target)
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        os.replace(os.path.join(tmp_root, dataset_id), target)
-        if namespace:  # minari's namespace files (one per level), where the root does not have them yet
-            parts = namespace.split("/")
-            for i in range(1, len(parts) + 1):
-                rel = os.path.join(*parts[:i], "namespace_metadata.json")
-                if os.path.exists(os.path.join(tmp_root, rel)) and not os.path.exists(os.path.join(root, rel)):
-                    shutil.copy(os.path.join(tmp_root, rel), os.path.join(root, rel))
+
+    try:
+        os.environ["MINARI_DATASETS_PATH"] = tmp_root  # minari writes under this folder; renamed into place below
+        isolated(write, target)
+        aside = os.path.join(tmp_root, ".previous")  # a replaced dataset waits here until the new one is in place
+        try:
+            if namespace:  # minari's namespace files (one per level), where the root does not have them yet
+                parts = namespace.split("/")
+                for i in range(1, len(parts) + 1):
+                    rel = os.path.join(*parts[:i], "namespace_metadata.json")
+                    if os.path.exists(os.path.join(tmp_root, rel)) and not os.path.exists(os.path.join(root, rel)):
+                        os.makedirs(os.path.dirname(os.path.join(root, rel)), exist_ok=True)
+                        contract.save_text(os.path.join(root, rel), open(os.path.join(tmp_root, rel)).read())
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            if os.path.exists(target):
+                os.rename(target, aside)
+            os.replace(os.path.join(tmp_root, dataset_id), target)
+        except OSError as e:
+            if os.path.exists(aside) and not os.path.exists(target):
+                os.rename(aside, target)
+            raise contract.ContractError(f"{target}: cannot write ({e.strerror or e})") from None
     finally:
         if old_env is None:
             os.environ.pop("MINARI_DATASETS_PATH", None)

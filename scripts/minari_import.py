@@ -32,6 +32,7 @@ episode_ids, aux, expert, episode_returns, and exogenous where every dataset rec
 output is refused unless --force; the Minari datasets are only read.
 """
 
+import contextlib
 import json
 import os
 import sys
@@ -63,7 +64,7 @@ class Args:
     expert_episodes: int = 1
     """with --expert <id>: the number of its episodes that form D_E"""
     episodes: Optional[Tuple[int, ...]] = None
-    """episodes taken from each dataset, in the order of --datasets (default: all)"""
+    """episodes taken from each dataset, in the order of --datasets (not given: all)"""
     aux: str = "auto"
     """the label c: `source`, `kmeans:K`, `recorded` or `auto` (recorded where every dataset has it, else source)"""
     positive_frac: float = 0.2
@@ -73,7 +74,7 @@ class Args:
     seed: int = 0
     """seed of the episode draws and of KMeans"""
     root: Optional[str] = None
-    """Minari datasets folder (default: $MINARI_DATASETS_PATH, else ~/.minari/datasets)"""
+    """Minari datasets folder (not given: $MINARI_DATASETS_PATH, else ~/.minari/datasets)"""
     force: bool = False
     """overwrite an existing output"""
 
@@ -100,7 +101,23 @@ def open_dataset(root: str, dataset_id: str):
     if not os.path.isfile(os.path.join(path, "metadata.json")):
         raise ValueError(f"Minari dataset '{dataset_id}' not found in {root} (fetch it first: minari download {dataset_id}, "
                          f"or set --root / MINARI_DATASETS_PATH)")
-    return MinariDataset(path)
+    with unreadable(path):
+        return MinariDataset(path)
+
+
+@contextlib.contextmanager
+def unreadable(path: str):
+    """A Minari dataset's metadata or data that cannot be read (truncated HDF5, bad JSON, a missing member) becomes
+    one line naming its folder, whatever h5py or minari raised."""
+    try:
+        yield
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: cannot read the Minari dataset's metadata (bad JSON: {e})") from None
+    except (ValueError, contract.ContractError):  # this project's own one-line refusals
+        raise
+    except Exception as e:  # OSError (h5py: truncated or damaged HDF5), KeyError (a missing member), ...
+        msg = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+        raise ValueError(f"{path}: cannot read the Minari dataset ({type(e).__name__}: {msg})") from None
 
 
 def env_of(ds, dataset_id: str) -> dict:
@@ -202,14 +219,19 @@ def main(args: Args) -> dict:
         raise ValueError(f"--expert {args.expert} is not one of --datasets ({', '.join(args.datasets)}) nor 'top'")
     if args.episodes is not None and len(args.episodes) != len(args.datasets):
         raise ValueError(f"--episodes needs one count per dataset ({len(args.datasets)}), got {len(args.episodes)}")
+    root = minari_root(args.root)
+    for d in args.datasets:  # --out inside an input dataset's folder (through symbolic links too) would replace it
+        folder = os.path.realpath(os.path.join(root, d))
+        if os.path.realpath(args.out).startswith(folder + os.sep):
+            raise ValueError(f"--out {args.out} lies inside the input Minari dataset {folder}: refusing to overwrite an input")
     if os.path.exists(args.out) and not args.force:
         raise ValueError(f"{args.out} exists: pass --force to overwrite it, or another --out")
-    root = minari_root(args.root)
     sets = [open_dataset(root, d) for d in args.datasets]
     recorded = [ds.storage.metadata.get("oilca_metadata") is not None for ds in sets]
 
     if len(sets) == 1 and recorded[0] and args.expert is None and aux_kind in ("auto", "recorded") and args.episodes is None:
-        arrays = restore(sets[0], args.datasets[0])
+        with unreadable(os.path.join(root, args.datasets[0], "data")):
+            arrays = restore(sets[0], args.datasets[0])
         data = envs.validate_dataset(args.out, arrays)
         contract.save_npz(args.out, arrays)
         print(f"wrote {args.out}: {contract.describe(data)} (restored from {args.datasets[0]}, written by minari_export.py)")
@@ -240,7 +262,8 @@ def main(args: Args) -> dict:
         if not 1 <= want <= n:
             raise ValueError(f"--episodes {want} for {d}, which has {n} episodes")
         take = np.arange(n) if want == n else np.sort(rng.choice(n, size=want, replace=False))
-        eps = read_episodes(ds, d, take, spec)
+        with unreadable(os.path.join(root, d, "data")):
+            eps = read_episodes(ds, d, take, spec)
         n_aug = sum(bool(e["infos"].get("augmented", [False])[0]) for e in eps)
         if n_aug:  # augment.py's single rows have no place in a re-split dataset: re-run augment.py on the result
             eps = [e for e in eps if not e["infos"].get("augmented", [False])[0]]

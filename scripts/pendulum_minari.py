@@ -23,7 +23,7 @@ import tyro
 @dataclass
 class Args:
     root: Optional[str] = None
-    """Minari datasets folder (default: $MINARI_DATASETS_PATH, else ~/.minari/datasets)"""
+    """Minari datasets folder (not given: $MINARI_DATASETS_PATH, else ~/.minari/datasets)"""
     namespace: str = "pendulum"
     """the datasets are <namespace>/expert-v0 and <namespace>/random-v0"""
     expert_episodes: int = 10

@@ -303,6 +303,7 @@ def prepare_docs(paths, md: str) -> dict:
 
 # ------------------------------------------------------------------------------------------------- main
 @contract.all_or_nothing
+@contract.together()  # its outputs are renamed into place together at the end: all of them or none
 def main(args: Args) -> str:
     if not args.results:
         raise TableError("--results: give at least one result folder")

@@ -47,9 +47,9 @@ class Args:
     collect: Tuple[str, ...] = ()
     """results folders (results/<slug>) to summarise from this machine's data/ and runs/ into <folder>/task.json"""
     tasks: Tuple[str, ...] = ()
-    """task.json files to tabulate (default: results/*_t5/task.json)"""
+    """task.json files to tabulate (not given: results/*_t5/task.json)"""
     doc: Optional[str] = None
-    """markdown file whose tasks block gets the table (default: print it)"""
+    """markdown file whose tasks block gets the table (not given: print it)"""
     root: str = "."
     """the folder holding data/, runs/ and results/"""
 
@@ -136,6 +136,7 @@ def table(rows: list) -> str:
     return "\n".join(lines) + "\n"
 
 
+@contract.together()  # its outputs are renamed into place together at the end: all of them or none
 def main(args: Args) -> str:
     if args.collect:
         for folder in args.collect:

@@ -107,6 +107,53 @@ def test_export_refuses_to_overwrite_and_bad_ids(tiny_dataset, root, tmp_path):
     assert not [d for d in os.listdir(root) if d.startswith(".export-")]  # no temporary folder left behind
 
 
+def test_an_output_that_is_an_input_is_refused_through_force_and_links(tiny_dataset, root, tmp_path):
+    run("scripts/minari_export.py", "--dataset", tiny_dataset, "--dataset-id", "oilca/own-v0")
+    data_dir = os.path.join(root, "oilca", "own-v0", "data")
+    before = {f: open(os.path.join(data_dir, f), "rb").read() for f in os.listdir(data_dir)}
+    link = tmp_path / "link"
+    link.symlink_to(root)
+    for out in (os.path.join(data_dir, "main_data.hdf5"), str(link / "oilca" / "own-v0" / "data" / "main_data.hdf5")):
+        proc = run("scripts/minari_import.py", "--datasets", "oilca/own-v0", "--out", out, "--force", ok=False)
+        assert one_line_error(proc, "refusing to overwrite an input"), proc.stderr
+    # an export whose input lies in the target dataset, reached through a symbolic link to the root
+    inside = os.path.join(root, "oilca", "own-v0", "in.npz")
+    with open(tiny_dataset, "rb") as f, open(inside, "wb") as g:
+        g.write(f.read())
+    proc = run("scripts/minari_export.py", "--dataset", str(link / "oilca" / "own-v0" / "in.npz"), "--dataset-id",
+               "oilca/own-v0", "--force", ok=False)
+    assert one_line_error(proc, "lies inside the target"), proc.stderr
+    assert os.path.exists(inside)
+    assert {f: open(os.path.join(data_dir, f), "rb").read() for f in os.listdir(data_dir)} == before
+
+
+def test_damaged_minari_files_are_one_line(tiny_dataset, root, tmp_path):
+    for damage, words in (("truncate", "truncated file"), ("json", "bad JSON")):
+        name = f"oilca/damaged-{damage}-v0"
+        run("scripts/minari_export.py", "--dataset", tiny_dataset, "--dataset-id", name)
+        data_dir = os.path.join(root, name, "data")
+        if damage == "truncate":
+            os.truncate(os.path.join(data_dir, "main_data.hdf5"), 20000)
+        else:
+            with open(os.path.join(data_dir, "metadata.json"), "w") as f:
+                f.write("{bad")
+        out = str(tmp_path / f"{damage}.npz")
+        proc = run("scripts/minari_import.py", "--datasets", name, "--out", out, ok=False)
+        assert one_line_error(proc, words) and data_dir in proc.stderr, proc.stderr
+        assert not os.path.exists(out)
+
+
+def test_a_killed_exports_temporary_folder_is_removed_by_the_next(tiny_dataset, root):
+    dead = os.path.join(root, ".export-999999999-abcd1234")  # no such pid: its export was killed
+    alive = os.path.join(root, f".export-{os.getpid()}-abcd1234")  # a running export's: kept
+    for d in (dead, alive):
+        os.makedirs(os.path.join(d, "oilca"))
+    run("scripts/minari_export.py", "--dataset", tiny_dataset, "--dataset-id", "oilca/after-kill-v0")
+    assert not os.path.exists(dead) and os.path.exists(alive)
+    os.rmdir(os.path.join(alive, "oilca"))
+    os.rmdir(alive)
+
+
 def test_import_expert_plus_supplementary_then_train_and_evaluate(pendulum, root, tmp_path):
     out = str(tmp_path / "pend.npz")
     run("scripts/minari_import.py", "--datasets", "pendulum/expert-v0", "pendulum/random-v0", "--expert", "pendulum/expert-v0",

@@ -530,6 +530,38 @@ def test_one_runner_per_root_and_sigterm_stops_its_jobs(tmp_path):
             first.kill()
 
 
+def test_a_stopped_runner_resumes_to_the_results_of_an_uninterrupted_run(local, tmp_path):
+    """SIGTERM to a runner mid-grid (jobs done and one running), then the same command again: it finishes, and every
+    result's per-episode returns equal those of the uninterrupted grid (the `local` fixture's)."""
+    import signal
+    import subprocess
+    import sys
+
+    root = tmp_path / "root"
+    argv = [sys.executable, "runner.py", "--root", str(root), "--seeds", "0", "1", "--steps", str(TINY["steps"]),
+            "--episodes", str(TINY["episodes"]), "--ivae-steps", str(TINY["ivae_steps"]), "--fig5-ratios", "0.25",
+            "--fig5-seeds", "0", f"--collect-flags={TINY['collect_flags']}", f"--ivae-flags={TINY['ivae_flags']}",
+            f"--train-flags={TINY['train_flags']}"]
+    first = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    log = root / "runs" / "toy" / "jobs.log"
+    try:
+        deadline = time.time() + 300
+        while time.time() < deadline and first.poll() is None and \
+                (not log.exists() or len(log.read_text().splitlines()) < 4):
+            time.sleep(0.2)
+        assert first.poll() is None, first.communicate(timeout=30)
+        first.send_signal(signal.SIGTERM)
+        _, err = first.communicate(timeout=120)
+        assert first.returncode != 0 and err.strip().splitlines()[-1].startswith("error: the runner got SIGTERM")
+    finally:
+        if first.poll() is None:
+            first.kill()
+    assert len(returns(root)) < len(local[2])  # stopped before the end
+    again = runner.main(grid(root))
+    assert again["ok"] and again["ran"]
+    assert returns(root) == local[2]
+
+
 @pytest.mark.parametrize("kw, words", [
     (dict(benchmark="gym:Pendulum-v1"), "no preset for gym datasets"),
     (dict(benchmark="dmc:cartpole-bogus"), "unknown DeepMind Control task"),
@@ -541,6 +573,27 @@ def test_benchmarks_without_a_preset_are_refused_before_anything_is_made(tmp_pat
     with pytest.raises(SystemExit, match=words):
         runner.main(runner.Args(root=str(tmp_path / "root"), **kw))
     assert not (tmp_path / "root").exists()
+
+
+def test_ray_errors_are_one_line(tmp_path, monkeypatch):
+    """No Ray installed: refused before anything is made; no cluster at --ray-address auto: one line, not Ray's
+    traceback."""
+    import subprocess
+    import sys
+
+    real = runner.importlib.util.find_spec
+    monkeypatch.setattr(runner.importlib.util, "find_spec", lambda name, *a: None if name == "ray" else real(name, *a))
+    with pytest.raises(SystemExit, match="Ray is not installed"):
+        runner.main(grid(tmp_path / "none", backend="ray"))
+    assert not (tmp_path / "none").exists()
+    monkeypatch.undo()
+    pytest.importorskip("ray")
+    proc = subprocess.run([sys.executable, "runner.py", "--root", str(tmp_path / "r"), "--backend", "ray",
+                           "--ray-address", "auto", "--seeds", "0", f"--collect-flags={TINY['collect_flags']}"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          env={k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"})
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode != 0 and len(lines) == 1 and "--ray-address auto: Ray did not start" in lines[0], proc.stderr
 
 
 def test_a_root_that_is_a_file_is_refused(tmp_path):

@@ -47,7 +47,7 @@ class TrainerArgs:
     out_dir: str = "runs/trainer"
     """folder for policy.pt, progress.csv and args.json"""
     method: Optional[str] = None
-    """label stored in the policy and its results (default: the trainer's own name)"""
+    """label stored in the policy and its results (not given: the trainer's own name)"""
     seed: int = 0
     """seed of the initialisation and minibatches"""
     eval_every: int = 1_000
@@ -62,7 +62,7 @@ class TrainerArgs:
     final_eval_episodes: int = 100
     """episodes per split of that final evaluation"""
     threads: Optional[int] = None
-    """torch CPU threads (default: every core this process may use)"""
+    """torch CPU threads (not given: every core this process may use)"""
     cuda: bool = False
     """train on a GPU when one is available"""
     tensorboard: bool = False
@@ -219,7 +219,7 @@ def cpu_threads(threads: Optional[int]) -> int:
     """`--threads`, or by default every core this process may run on."""
     if threads:
         return threads
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return cli.cpu_cores()
 
 
 def final_eval_paths(out: Optional[str], spec: dict) -> list:
