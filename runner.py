@@ -211,6 +211,11 @@ class Args:
     """more train_ivae.py flags, one string (as --collect-flags)"""
     train_flags: str = ""
     """more flags for every trainer, one string (as --collect-flags)"""
+    tensorboard: bool = False
+    """--tensorboard of every trainer, the iVAE and SAC: TensorBoard event files in each run folder's tb/"""
+    track: bool = False
+    """--track of every trainer: a Weights & Biases run each (pip install -r requirements-track.txt;
+    WANDB_MODE=offline logs without an account)"""
     root: str = "."
     """where data/, runs/ and results/ go"""
     jobs: int = 2
@@ -288,6 +293,8 @@ def resolve(args: Args) -> Tuple[Args, dict]:
                              f"{' '.join(dmc.TABLE1_TASKS)})")
     if os.path.exists(args.root) and not os.path.isdir(args.root):
         raise SystemExit(f"error: --root {args.root}: not a folder")
+    if args.track and importlib.util.find_spec("wandb") is None:
+        raise SystemExit("error: --track: Weights & Biases is not installed (pip install -r requirements-track.txt)")
     if args.backend == "ray" and importlib.util.find_spec("ray") is None:
         raise SystemExit("error: --backend ray: Ray is not installed (pip install -r requirements-ray.txt)")
     base = backend + ("_" + task if task else "")
@@ -419,6 +426,8 @@ def build(args: Args, p: dict) -> List[Job]:
     data = path("data", slug + ".npz")
     cuda = ["--cuda"] if args.gpus > 0 else []
     threads = ["--threads", args.threads]  # torch threads of every job that takes them
+    tb = ["--tensorboard"] if args.tensorboard else []  # logging flags: given only when asked for
+    track = ["--track"] if args.track else []
     jobs: List[Job] = []
 
     def add(name, stage, argv, inputs=(), outputs=(), gpus=0.0, home=None):
@@ -441,7 +450,7 @@ def build(args: Args, p: dict) -> List[Job]:
         steps = sorted({s for s in SAC_SNAPSHOTS if s <= args.sac_steps} | {args.sac_steps})
         snapshots = [os.path.join(sac, "snapshots", f"step_{s}.pt") for s in steps]
         add("sac", "sac", ["train_behavior.py", "--env", args.benchmark, "--out-dir", sac, "--total-steps",
-                           args.sac_steps, "--update-every", 2, "--resume", *threads, *cuda], outputs=snapshots,
+                           args.sac_steps, "--update-every", 2, "--resume", *threads, *cuda, *tb], outputs=snapshots,
             gpus=args.gpus, home=sac_home)
         collect += ["--dmc.snapshots", *snapshots, "--dmc.episodes", args.data_episodes]
     elif p["kind"] == "cw":
@@ -471,7 +480,7 @@ def build(args: Args, p: dict) -> List[Job]:
         ckpt = path(runs, folder, "ivae.pt")
         add(name, stage, ["train_ivae.py", "--dataset", dataset, "--out-dir", os.path.dirname(ckpt), "--seed", 0,
                           "--total-steps", args.ivae_steps, *threads, *p["ivae_flags"], *shlex.split(args.ivae_flags),
-                          *cuda, "--force"], [dataset], [ckpt, path(runs, folder, "metrics.json")], gpus=args.gpus)
+                          *cuda, *tb, "--force"], [dataset], [ckpt, path(runs, folder, "metrics.json")], gpus=args.gpus)
         return ckpt
 
     ivae = path(runs, "ivae", "ivae.pt")
@@ -523,7 +532,8 @@ def build(args: Args, p: dict) -> List[Job]:
             saved = [os.path.join(folder, f"policy_step{b}.pt") for b in checkpoints]
             outputs += [os.path.join(folder, "policy.pt")] + saved
             outputs += [fill(result, seed=seed, split=sp) for sp in p["splits"]] if evals else []
-        add(name, stage, argv + [*shlex.split(args.train_flags), *cuda], sorted(set(inputs)), outputs, gpus=args.gpus)
+        add(name, stage, argv + [*shlex.split(args.train_flags), *cuda, *tb, *track], sorted(set(inputs)), outputs,
+            gpus=args.gpus)
         for seed in seeds if evals else ():
             for b in checkpoints:  # each smaller budget's policy, scored as the final one is
                 policy = os.path.join(out.replace("{seed}", str(seed)), f"policy_step{b}.pt")

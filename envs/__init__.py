@@ -76,7 +76,15 @@ def default_splits(spec: dict) -> tuple:
 
 
 def split_classes(spec: dict, split: str, classes: Optional[Sequence[int]] = None) -> list:
-    """The classes of c a split runs on ([] for a CausalWorld space, whose episodes draw their own variables)."""
+    """The classes of c a split runs on ([] for a CausalWorld space, whose episodes draw their own variables, and for
+    gymnasium data, whose c (a source dataset, a KMeans cluster) is no setting of the env: it runs plain)."""
+    if backend(spec) == "gym":
+        if classes:
+            raise ValueError(f"c of {spec['env_id']} data ({spec.get('aux_meaning', 'a label of the data')}) is not a "
+                             f"setting of the env: evaluate without --classes")
+        if split != "train":
+            raise ValueError(f"{spec['env_id']} has one split, train (its plain env), not '{split}'")
+        return []
     if classes:
         known = {"toy": lambda: spec["env_n_classes"], "dmc": lambda: len(spec["class_table"]["mean"]),
                  "cw": lambda: 0}[backend(spec)]()

@@ -2,7 +2,8 @@
 
 Data for these envs comes from Minari (minari_import.py), not from collect_data.py: the dataset's metadata records
 the gymnasium EnvSpec the Minari dataset was collected in (`gym_env_spec`, EnvSpec.to_json(): id, kwargs,
-max_episode_steps), so a policy trained on it is rolled out in that same env, rebuilt with `gymnasium.make`. The
+max_episode_steps), and its `eval_env_spec` where the dataset has another one (`gym_eval_env_spec`), so a policy
+trained on it is rolled out in the dataset's evaluation env (else its collection env), rebuilt with `gymnasium.make`. The
 label c of such data (the source dataset of an episode, or a KMeans cluster of s′) is not a setting of the env:
 evaluation runs the plain env and reports no per-episode class.
 
@@ -35,8 +36,9 @@ def make_env(spec: dict):
     except ImportError as e:
         raise ValueError(f"{spec['env_id']} needs gymnasium: WITH_MINARI=1 bash scripts/setup.sh ({e})")
     name = spec["env_id"].partition(":")[2]
+    recorded = spec.get("gym_eval_env_spec") or spec.get("gym_env_spec")  # the dataset's eval env where it has one
     try:
-        return gym.make(EnvSpec.from_json(spec["gym_env_spec"])) if spec.get("gym_env_spec") else gym.make(name)
+        return gym.make(EnvSpec.from_json(recorded)) if recorded else gym.make(name)
     except Exception as e:  # unregistered id, missing extra (mujoco, box2d), bad kwargs: one line
         raise ValueError(f"cannot make gymnasium env '{name}': {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
 
@@ -48,13 +50,14 @@ def check_spec(spec: dict) -> None:
 
     if not spec["env_id"].partition(":")[2]:
         raise ValueError("gym env id needs a name: gym:<EnvId>")
-    raw = spec.get("gym_env_spec")
-    if raw is not None:
-        try:
-            if not isinstance(json.loads(raw), dict):
-                raise ValueError
-        except (TypeError, ValueError):
-            raise ValueError("gym_env_spec must be the JSON text of a gymnasium EnvSpec (EnvSpec.to_json())")
+    for key in ("gym_env_spec", "gym_eval_env_spec"):
+        raw = spec.get(key)
+        if raw is not None:
+            try:
+                if not isinstance(json.loads(raw), dict):
+                    raise ValueError
+            except (TypeError, ValueError):
+                raise ValueError(f"{key} must be the JSON text of a gymnasium EnvSpec (EnvSpec.to_json())")
     n = spec.get("act_dim")
     for key in ("action_low", "action_high"):
         if not isinstance(spec.get(key), list) or len(spec[key]) != n:

@@ -321,11 +321,12 @@ def _held() -> list:
 
 
 class Claim:
-    """An exclusive lock on an output for the running stage: `fcntl.flock` on `<path>.lock`, which holds the
-    owner's pid and is removed on release. A second writer is refused with a one-line ContractError."""
+    """An exclusive lock on an output for the running stage: a lock on `<path>.lock` (filelock's descriptor lock:
+    `flock` on Linux and macOS, `LockFileEx` on Windows), which holds the owner's pid and is removed on release. A
+    second writer is refused with a one-line ContractError."""
 
     def __init__(self, path: str):
-        import fcntl
+        import filelock
 
         self.path, self.lock_path, self.fd = path, os.path.abspath(path) + ".lock", None
         self.created = _makedirs(os.path.dirname(self.lock_path))
@@ -335,9 +336,14 @@ class Claim:
             except OSError as e:
                 raise ContractError(f"{path}: cannot write ({e.strerror or e})") from None
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                held = not filelock.lock_descriptor(fd, blocking=False)
             except OSError:
-                owner = os.read(fd, 32).decode(errors="replace").strip() or "?"
+                held = True
+            if held:
+                try:
+                    owner = os.read(fd, 32).decode(errors="replace").strip() or "?"
+                except OSError:  # Windows: the owner's locked byte cannot be read
+                    owner = "?"
                 os.close(fd)
                 raise ContractError(f"{path}: another run (pid {owner}) is writing it; wait for it to end or choose "
                                     f"another output (lock {self.lock_path})") from None

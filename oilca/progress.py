@@ -13,8 +13,12 @@ The line reads `[name] step 1200/5000 (24%)  812 steps/s  ETA 5s  loss 0.412`, p
 passed since the last one and always at the last step; the scalars are read only then, so a training loop on a
 GPU syncs with the host at logging points alone. `progress.csv` is opened at the first row, appended and flushed
 row by row (a killed run keeps what it logged); its header is the first row's keys. With `tensorboard=True` every
-logged row (and every printed line's scalars) also goes to TensorBoard event files in `runs/<name>` style: the
-folder `tb_dir` (default: `<out_dir>/tb`), read with `tensorboard --logdir <folder>`.
+logged row (and every printed line's scalars) also goes to TensorBoard event files: the folder `tb_dir` (default:
+`<out_dir>/tb`), read with `tensorboard --logdir <folder>`. One tag per scalar, as CleanRL names them: `train/<key>`
+for a row's numbers and a line's scalars, `charts/<unit>_per_s` for the rate; each tag at most once per step (a line
+printed at a step just logged repeats nothing). `hparams(...)` writes the run's arguments as a text table
+(`hyperparameters`). `track` (a Weights & Biases run, see training/trainer.py's --track) gets the same numbers under
+the same names.
 """
 
 import csv
@@ -34,17 +38,21 @@ def _fmt_seconds(s: float) -> str:
     return f"{s / 3600:.1f}h"
 
 
+def _number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
 class Progress:
     def __init__(self, name: str, total: int, out_dir: Optional[str] = None, every_s: float = 10.0,
                  tensorboard: bool = False, tb_dir: Optional[str] = None, csv_name: str = "progress.csv",
-                 unit: str = "steps", start: int = 0, stream=None):
+                 unit: str = "steps", start: int = 0, stream=None, track=None):
         self.name, self.total, self.every_s, self.unit = name, total, every_s, unit
         self.csv_path = os.path.join(out_dir, csv_name) if out_dir else None
         self.stream = stream or sys.stdout
         self.t0 = self.last_print = time.time()
         self.start = start  # steps already done before this process (a resumed run): the rate counts only ours
         self._csv_file = self._csv_writer = None
-        self.writer = None
+        self.writer, self.track, self._written = None, track, {}  # tag -> the last step it was written at
         if tensorboard:
             from torch.utils.tensorboard import SummaryWriter  # needs the tensorboard package (requirements.txt)
 
@@ -71,11 +79,26 @@ class Progress:
         values = scalars() if callable(scalars) else dict(scalars or {})
         print(self.line(step, values), file=self.stream, flush=True)
         self.last_print = now
-        if self.writer is not None:
-            for k, v in values.items():
-                self.writer.add_scalar(f"progress/{k}", v, step)
-            self.writer.add_scalar(f"progress/{self.unit}_per_s", self.rate(step), step)
+        numbers = {f"train/{k}": v for k, v in values.items() if _number(v)}
+        numbers[f"charts/{self.unit.replace(' ', '_')}_per_s"] = self.rate(step)
+        self._scalars(numbers, step)
         return True
+
+    def _scalars(self, numbers: Dict[str, float], step: int) -> None:
+        """Each tag at most once per step (the first value wins: a trainer logs its row, then prints its line)."""
+        numbers = {k: v for k, v in numbers.items() if self._written.get(k) != step}
+        self._written.update((k, step) for k in numbers)
+        if self.writer is not None:
+            for k, v in numbers.items():
+                self.writer.add_scalar(k, v, step)
+        if self.track is not None and numbers:
+            self.track.log(numbers, step=step)
+
+    def hparams(self, args: dict) -> None:
+        """The run's arguments as TensorBoard text (a markdown table under `hyperparameters`, as CleanRL writes)."""
+        if self.writer is not None:
+            rows = "\n".join(f"|{k}|{v}|" for k, v in args.items())
+            self.writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{rows}")
 
     def log(self, row: Dict[str, float]) -> None:
         """Append one row to progress.csv (flushed at once) and, with TensorBoard, its numbers at row['step']."""
@@ -87,11 +110,9 @@ class Progress:
                 self._csv_writer.writeheader()
             self._csv_writer.writerow(row)
             self._csv_file.flush()
+        step = int(row.get("step", row.get("round", 0)))
+        self._scalars({f"train/{k}": v for k, v in row.items() if k not in ("step", "round") and _number(v)}, step)
         if self.writer is not None:
-            step = int(row.get("step", row.get("round", 0)))
-            for k, v in row.items():
-                if k not in ("step", "round") and isinstance(v, (int, float)):
-                    self.writer.add_scalar(f"train/{k}", v, step)
             self.writer.flush()
 
     def close(self) -> None:

@@ -37,7 +37,7 @@ import time
 import traceback
 import warnings
 from dataclasses import dataclass
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -68,6 +68,14 @@ class Args:
     """description recorded in the Minari metadata (not given: one line naming the env, c and D_E)"""
     force: bool = False
     """replace an existing Minari dataset of that id"""
+    ref_results: Tuple[str, ...] = ()
+    """two result JSONs (evaluate.py's, e.g. the runner's reference_expert_s0_train.json and
+    reference_random_s0_train.json) whose mean returns become ref_max_score and ref_min_score (not given: the toy's
+    are measured here, 100 episodes each of its expert and of uniform actions on the training classes, evaluation
+    seed 10000; other envs get none)"""
+    code_permalink: Optional[str] = None
+    """code_permalink recorded in the Minari metadata (e.g. the URL of this repository at the commit that made the
+    data)"""
 
 
 def minari_root(root: Optional[str]) -> str:
@@ -104,6 +112,38 @@ def episode_buffers(raw: Dict[str, np.ndarray], data: Dict[str, np.ndarray]) -> 
             actions=raw["actions"][a:b], rewards=raw["rewards"][a:b], terminations=raw["terminals"][a:b],
             truncations=raw["timeouts"][a:b], infos=infos))
     return out
+
+
+def reference_scores(paths: Tuple[str, ...], meta: dict) -> Tuple[Optional[float], Optional[float]]:
+    """(ref_min_score, ref_max_score): the mean returns of --ref-results (expert, random), or the toy's measured
+    here (its expert and uniform actions, 100 episodes each on the training classes, seed 10000), else (None, None)."""
+    if paths:
+        if len(paths) != 2:
+            raise ValueError(f"--ref-results takes two result JSONs (expert, random), got {len(paths)}")
+        means = []
+        for p in paths:
+            try:
+                with open(p) as f:
+                    r = json.load(f)
+                means.append(float(np.mean(r["returns"])))
+            except (OSError, ValueError, KeyError, TypeError) as e:
+                raise ValueError(f"--ref-results {p}: not a result JSON with 'returns' ({e})") from None
+        return means[1], means[0]
+    if meta["env_id"] != "toy":
+        return None, None
+    spec = envs.env_spec(meta)
+    train = envs.split_classes(spec, "train")
+    score = lambda kind: float(np.mean(envs.rollout(spec, envs.reference_policy(spec, kind, 10_000), "train", train,  # noqa: E731
+                                                    100, 10_000)["returns"]))
+    return score("random"), score("expert")
+
+
+def requirements(meta: dict) -> list:
+    """The packages recover_environment() needs beside this repository (on the path), at their installed versions."""
+    import importlib.metadata
+
+    names = ["gymnasium", "numpy"] + (["dm_control", "mujoco"] if meta["env_id"].startswith("dmc:") else [])
+    return [f"{n}=={importlib.metadata.version(n)}" for n in names]
 
 
 def clean_stale_exports(root: str) -> list:
@@ -199,9 +239,16 @@ def main(args: Args) -> dict:
     obs_space = gym.spaces.Box(-np.inf, np.inf, (meta["obs_dim"],), raw["observations"].dtype)
     act_space = gym.spaces.Box(np.asarray(meta["action_low"], raw["actions"].dtype),
                                np.asarray(meta["action_high"], raw["actions"].dtype), dtype=raw["actions"].dtype)
-    env = None
+    env = eval_env = None
     if meta["env_id"].startswith("gym:") and meta.get("gym_env_spec"):
         env = gym.envs.registration.EnvSpec.from_json(meta["gym_env_spec"])
+        if meta.get("gym_eval_env_spec"):
+            eval_env = gym.envs.registration.EnvSpec.from_json(meta["gym_eval_env_spec"])
+    elif not meta["env_id"].startswith("cw:"):
+        from envs import registered  # the toy and DeepMind Control as gymnasium envs (oilca/Toy-v0, oilca/DMC-v0)
+
+        env, eval_env = registered.env_specs(meta)
+    ref_min, ref_max = reference_scores(args.ref_results, meta)
     n_exp = len(np.unique(data["episode_ids"][data["expert"] & (data["episode_ids"] >= 0)]))
     description = args.description or (f"OILCA dataset {os.path.basename(args.dataset)} of {meta['env_id']}: "
                                        f"c = {meta['aux_meaning']}; {n_exp} D_E episodes (infos 'expert')")
@@ -221,7 +268,8 @@ def main(args: Args) -> dict:
             ds = minari.create_dataset_from_buffers(
                 dataset_id, buffers, env=env, observation_space=obs_space, action_space=act_space,
                 algorithm_name="oilca " + meta["env_id"], author=args.author, description=description,
-                data_format="hdf5")
+                data_format="hdf5", eval_env=eval_env, ref_min_score=ref_min, ref_max_score=ref_max,
+                code_permalink=args.code_permalink, requirements=requirements(meta))
         ds.storage.update_metadata({"oilca_format": FORMAT, "oilca_metadata": str(raw["metadata"])})
 
     try:

@@ -140,6 +140,9 @@ def env_of(ds, dataset_id: str) -> dict:
            "action_high": act.high.astype(np.float32).tolist(), "heldout_classes": []}
     if spec.max_episode_steps:
         out["episode_len"] = int(spec.max_episode_steps)
+    eval_spec = getattr(ds, "eval_env_spec", None)
+    if eval_spec is not None and eval_spec.to_json() != out["gym_env_spec"]:  # the env policies are evaluated in
+        out["gym_eval_env_spec"] = eval_spec.to_json()
     return out
 
 

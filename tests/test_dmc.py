@@ -182,3 +182,20 @@ def test_expert_episodes_are_the_snapshot_acting_under_the_given_classes(dmc_dat
         np.testing.assert_allclose(dmc_env.flatten(ts.observation), rows["next_observations"][i], atol=1e-4)
     with pytest.raises(ValueError, match="classes in"):
         envs.expert_episodes(spec, [5], seed=1)
+
+
+def test_a_minari_export_recovers_the_perturbed_task(dmc_dataset, tmp_path, monkeypatch):
+    """minari_export.py records oilca/DMC-v0 with the dataset's class table; Minari's own API rebuilds it."""
+    minari = pytest.importorskip("minari")
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path))
+    run("scripts/minari_export.py", "--dataset", dmc_dataset[0], "--dataset-id", "oilca/dmc-tiny-v0")
+    ds = minari.load_dataset("oilca/dmc-tiny-v0")
+    meta = envs.load_dataset(dmc_dataset[0])["metadata"]
+    env = ds.recover_environment()
+    assert env.spec.id == "oilca/DMC-v0" and env.spec.kwargs["class_table"] == meta["class_table"]
+    obs, info = env.reset(seed=0)
+    assert obs.shape == (meta["obs_dim"],) and info["c"] in env.spec.kwargs["classes"]
+    for _ in range(3):
+        obs, r, te, tr, info = env.step(env.action_space.sample())
+        assert np.isfinite(obs).all() and np.isfinite(r)
+    env.close()

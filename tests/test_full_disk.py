@@ -162,3 +162,33 @@ def test_minari_export_leaves_no_temporary_dataset(tiny_dataset, tmp_path):
     rep = on_full_disk(tmp_path, ["scripts/minari_export.py", "--dataset", tiny_dataset, "--dataset-id",
                                   "oilca/full-v0"], {}, free_kb=16, env={"MINARI_DATASETS_PATH": "{disk}/minari"})
     assert_refused_and_intact(rep)
+
+
+def test_select_sampler_writes_its_selection_and_policies_together(tmp_path):
+    import numpy as np
+
+    import select_sampler
+    from test_select import B_GOOD, W_GOOD, write_policies
+
+    # test_select's dataset and folds, built here (a tiny toy dataset with 6 D_E episodes, its 3 folds)
+    import collect_data
+    import cv_split
+    from envs.toy import ToyConfig, ToyEnvConfig
+
+    path = str(tmp_path / "tiny.npz")
+    collect_data.main(collect_data.Args(out=path, seed=3, positive_frac=0.5, expert_prob=1.0,
+                                        toy=ToyConfig(n_classes=2, episodes_per_class=6, env=ToyEnvConfig(episode_len=10))))
+    folds = []
+    for k in range(3):
+        train, held = str(tmp_path / f"f{k}.npz"), str(tmp_path / f"f{k}_heldout.npz")
+        cv_split.main(cv_split.Args(dataset=path, folds=3, fold=k, seed=0, out=train, heldout_out=held))
+        folds.append((train, held))
+    specs = {"bc_exp": (W_GOOD, B_GOOD), "bc_all": (np.zeros((2, 2), np.float32), np.zeros(2, np.float32))}
+    args = write_policies(str(tmp_path / "p"), path, folds, specs)
+    select_sampler.main(args)  # the previous outputs: selection.json and sel_s0, sel_s1
+    prev = os.path.dirname(args.out)
+    flags = ["--dataset", path, "--folds", "3", "--candidates", "bc_all", "bc_exp", "--heldout", args.heldout,
+             "--fold-dataset", args.fold_dataset, "--fold-policy", args.fold_policy, "--full-policy", args.full_policy,
+             "--seeds", "0", "1", "--out", "{disk}/out/selection.json", "--out-policy", "{disk}/out/sel_s{seed}/policy.pt"]
+    rep = on_full_disk(tmp_path, ["select_sampler.py", *flags], {"out": prev}, free_kb=8)
+    assert_refused_and_intact(rep)

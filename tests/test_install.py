@@ -35,7 +35,8 @@ def test_no_pin_carries_a_local_version_label():
 
 def test_lock_agrees_with_the_direct_pins():
     lock = pins(os.path.join(ROOT, "requirements-lock.txt"))
-    for name in ("requirements.txt", "requirements-minari.txt", "requirements-nodeps.txt"):
+    for name in ("requirements-core.txt", "requirements.txt", "requirements-minari.txt", "requirements-nodeps.txt",
+                 "requirements-track.txt"):
         for pkg, version in pins(os.path.join(ROOT, name)).items():
             assert lock.get(pkg) == version, f"{name}: {pkg}=={version}, lock: {lock.get(pkg)}"
 

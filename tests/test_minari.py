@@ -107,6 +107,65 @@ def test_export_refuses_to_overwrite_and_bad_ids(tiny_dataset, root, tmp_path):
     assert not [d for d in os.listdir(root) if d.startswith(".export-")]  # no temporary folder left behind
 
 
+def test_a_toy_export_recovers_its_env_and_eval_env_and_reference_scores(tiny_dataset, root):
+    run("scripts/minari_export.py", "--dataset", tiny_dataset, "--dataset-id", "oilca/toy-env-v0")
+    ds = minari.load_dataset("oilca/toy-env-v0")  # Minari's own API
+    meta = envs.load_dataset(tiny_dataset)["metadata"]
+    env, eval_env = ds.recover_environment(), ds.recover_environment(eval_env=True)
+    assert env.spec.id == "oilca/Toy-v0" and env.spec.max_episode_steps == meta["episode_len"]
+    assert env.spec.kwargs["classes"] == list(range(meta["n_classes"]))
+    assert eval_env.spec.kwargs["classes"] == meta["heldout_classes"]  # the held-out classes of c
+    stored = ds.storage.metadata
+    assert stored["ref_min_score"] < stored["ref_max_score"] and "gymnasium==" in " ".join(stored["requirements"])
+    returns = []
+    for i in range(20):  # the toy's expert in the recovered env scores as ref_max_score says
+        obs, info = env.reset(seed=i)
+        assert info["c"] in env.spec.kwargs["classes"] and env.observation_space.contains(obs)
+        total, done = 0.0, False
+        while not done:
+            obs, r, te, tr, info = env.step(env.unwrapped.core.expert_action(obs[None].astype(np.float64))[0])
+            total, done = total + r, te or tr
+        returns.append(total)
+    assert abs(np.mean(returns) - stored["ref_max_score"]) < 2.0
+    obs, info = eval_env.reset(seed=0, options={"c": meta["heldout_classes"][0]})
+    assert info["c"] == meta["heldout_classes"][0]
+
+
+def test_the_dmc_env_spec_rebuilds_a_perturbed_task():
+    pytest.importorskip("dm_control")
+    from envs import registered
+
+    table = {"mean": [[0.0], [0.5]], "std": [[0.0], [0.0]]}
+    meta = {"env_id": "dmc:cartpole-swingup", "class_table": table, "n_classes": 2, "obs_dim": 5, "act_dim": 1,
+            "action_low": [-1.0], "action_high": [1.0], "episode_len": 1000}
+    spec, eval_spec = registered.env_specs(meta)
+    env = gym.make(gym.envs.registration.EnvSpec.from_json(spec.to_json()))  # as recover_environment() does
+    obs, info = env.reset(seed=3, options={"c": 1})
+    assert obs.shape == (5,) and info["c"] == 1 and env.spec.max_episode_steps == 1000
+    obs, r, te, tr, info = env.step(np.array([0.0], np.float32))
+    assert np.isfinite(obs).all() and 0.0 <= r <= 1.0 and info["c"] == 1
+
+
+def test_a_data_collector_dataset_imports_trains_and_evaluates(root, tmp_path):
+    pytest.importorskip("jax")  # minari's create extra (DataCollector)
+    env = minari.DataCollector(gym.make("Pendulum-v1", max_episode_steps=EP_LEN))
+    for i in range(4):
+        env.reset(seed=i)
+        done = False
+        while not done:
+            _, _, te, tr, _ = env.step(env.action_space.sample())
+            done = te or tr
+    env.create_dataset(dataset_id="pendulum/collector-v0", algorithm_name="random", author="test")
+    out = str(tmp_path / "c.npz")
+    run("scripts/minari_import.py", "--datasets", "pendulum/collector-v0", "--expert", "top", "--out", out)
+    data = envs.load_dataset(out)
+    assert data["metadata"]["env_id"] == "gym:Pendulum-v1" and len(data["rewards"]) == 4 * EP_LEN
+    run("train_bc.py", "--dataset", out, "--out-dir", str(tmp_path / "bc"), *TINY)
+    run("evaluate.py", "--policy", str(tmp_path / "bc" / "policy.pt"), "--episodes", "2",
+        "--out", str(tmp_path / "bc" / "eval_{split}.json"))
+    assert len(json.load(open(tmp_path / "bc" / "eval_train.json"))["returns"]) == 2
+
+
 def test_an_output_that_is_an_input_is_refused_through_force_and_links(tiny_dataset, root, tmp_path):
     run("scripts/minari_export.py", "--dataset", tiny_dataset, "--dataset-id", "oilca/own-v0")
     data_dir = os.path.join(root, "oilca", "own-v0", "data")

@@ -129,6 +129,7 @@ def evaluate_and_save(policy: Callable, info: dict, spec: dict, split: str, clas
         raise ValueError(f"{info.get('policy') or info['method']}: the rollouts on {split} returned NaN or inf; "
                          f"no result written")
     split = split if not classes else "classes_" + "_".join(map(str, chosen))
+    where = f"classes {chosen}" if chosen else "the plain env" if spec["env_id"].startswith("gym:") else ""
     result = {"method": info["method"], "seed": info["seed"], "env": spec["env_id"], "split": split,
               "classes": chosen, "returns": returns.tolist(),
               "episode_classes": None if ep_classes is None else np.asarray(ep_classes).tolist(),
@@ -145,7 +146,7 @@ def evaluate_and_save(policy: Callable, info: dict, spec: dict, split: str, clas
     path = out.replace("{split}", split)
     contract.save_json(path, result)
     extra = f", fractional success {result['mean_success']:.3f}" if "mean_success" in result else ""
-    print(f"{result['method']} (seed {result['seed']}) on {spec['env_id']} {split} classes {chosen}: "
+    print(f"{result['method']} (seed {result['seed']}) on {spec['env_id']} {split}{' ' + where if where else ''}: "
           f"return {returns.mean():.2f} ± {returns.std():.2f}{extra} over {episodes} episodes -> {path}")
     return result
 

@@ -23,6 +23,7 @@ default thread count and the final evaluation of a trainer's `--final-eval`.
 """
 
 import dataclasses
+import importlib.util
 import os
 from dataclasses import dataclass
 from typing import List, Optional, Sequence
@@ -66,7 +67,15 @@ class TrainerArgs:
     cuda: bool = False
     """train on a GPU when one is available"""
     tensorboard: bool = False
-    """also write TensorBoard event files to <out_dir>/tb"""
+    """also write TensorBoard event files to <out_dir>/tb: train/ and charts/ scalars, the hyper-parameters, and the
+    final evaluation's mean return per split (eval/)"""
+    track: bool = False
+    """log the run to Weights & Biases (pip install wandb; WANDB_MODE=offline keeps it on this machine), as CleanRL's
+    --track: the arguments as its config, the same scalars as TensorBoard, the final evaluation in its summary"""
+    wandb_project_name: str = "oilca"
+    """the Weights & Biases project of --track"""
+    wandb_entity: Optional[str] = None
+    """the Weights & Biases team or user of --track (not given: the account's default)"""
     loss_trace: int = 0
     """return the losses of the first this many steps (the fast path's equivalence tests compare them)"""
     flush_denormal: bool = False
@@ -77,8 +86,10 @@ class TrainerArgs:
 
 def check_args(args, **rules) -> None:
     """The value rules every trainer shares (seeds, counts, learning rates, decays), then the trainer's `rules`
-    (checks.Real(…), checks.COUNT, …): a bad value is a one-line ValueError naming the flag."""
+    (checks.Real(…), checks.COUNT, …): a bad value is a one-line ValueError naming the flag. --track without wandb
+    is refused here too."""
     checks.trainer(args, **rules)
+    check_tracking(args)
 
 
 def load(path: str):
@@ -127,7 +138,9 @@ class Run:
     def __init__(self, args, name: str, total: int, unit: str = "steps"):
         self.args, self.name, self.log_rows = args, name, []
         self.folder = contract.RunFolder(args.out_dir)
-        self.progress = Progress(name, total, args.out_dir, tensorboard=args.tensorboard, unit=unit)
+        self.tracker = start_tracking(args, name) if getattr(args, "track", False) else None
+        self.progress = Progress(name, total, args.out_dir, tensorboard=args.tensorboard, unit=unit, track=self.tracker)
+        self.progress.hparams(recorded_args(args))
 
     def tick(self, step: int, scalars) -> None:
         """The progress line (at most every ~10 s); `scalars` a dict or a function giving one, read only then."""
@@ -149,6 +162,45 @@ class Run:
 
 def start(args, name: str, total: int, unit: str = "steps") -> Run:
     return Run(args, name, total, unit)
+
+
+def check_tracking(args) -> None:
+    """--track needs the wandb package: a one-line ValueError before anything is written."""
+    if getattr(args, "track", False) and importlib.util.find_spec("wandb") is None:
+        raise ValueError("--track: Weights & Biases is not installed (pip install wandb; WANDB_MODE=offline needs no "
+                         "account)")
+
+
+def start_tracking(args, name: str):
+    """A Weights & Biases run for --track (its own run, so several seeds in one process each get one): named
+    <method>_s<seed>, grouped by method, the recorded arguments as its config."""
+    import wandb
+
+    return wandb.init(project=args.wandb_project_name, entity=args.wandb_entity, name=f"{name}_s{args.seed}",
+                      group=name, config=recorded_args(args), reinit="create_new")
+
+
+def log_final(run: Run, args, results: list) -> None:
+    """The final evaluation's mean return (and CausalWorld's success) per split: TensorBoard scalars eval/<split>_…
+    at the last step and the hyper-parameters with them (TensorBoard's HPARAMS tab); the W&B run's summary; then the
+    W&B run ends."""
+    metrics = {}
+    for r in results:
+        metrics[f"eval/{r['split']}_mean_return"] = r["mean_return"]
+        if r.get("mean_success") is not None:
+            metrics[f"eval/{r['split']}_mean_success"] = r["mean_success"]
+    step = int(getattr(args, "total_steps", 0) or 0)
+    if args.tensorboard:
+        from torch.utils.tensorboard import SummaryWriter
+
+        with SummaryWriter(os.path.join(args.out_dir, "tb")) as w:  # add_hparams writes the metrics as scalars too
+            hp = {k: v if isinstance(v, (int, float, str, bool)) else str(v) for k, v in recorded_args(args).items()}
+            w.add_hparams(hp, metrics, run_name=".", global_step=step)
+    if run.tracker is not None:
+        if metrics:
+            run.tracker.log(metrics, step=step)
+        run.tracker.summary.update(metrics)
+        run.tracker.finish()
 
 
 def run_facts(args, data: dict, method: str, **extra) -> dict:
@@ -183,8 +235,10 @@ def finish(run: Run, args, spec: dict, policy_artifact: dict) -> None:
     contract.save_policy(run.staged("policy.pt"), policy_artifact)
     contract.save_json(run.staged("args.json"), recorded_args(args))
     run.folder.commit()
+    results = []
     if args.final_eval:
-        final_eval(os.path.join(args.out_dir, "policy.pt"), spec, args.final_eval_episodes, args.final_eval)
+        results = final_eval(os.path.join(args.out_dir, "policy.pt"), spec, args.final_eval_episodes, args.final_eval)
+    log_final(run, args, results)
 
 
 def check_checkpoints(checkpoints: Sequence[int], total_steps: int) -> List[int]:
@@ -198,10 +252,11 @@ def check_checkpoints(checkpoints: Sequence[int], total_steps: int) -> List[int]
 
 def recorded_args(args) -> dict:
     """A trainer's Args as its args.json and artifact record them: `--checkpoints` as a list, and the options added
-    after the first results (`--checkpoints`, `--cuda-graph`, `--flush-denormal`) left out when unused, so runs made
-    before these options existed keep identical records."""
+    after the first results (`--checkpoints`, `--cuda-graph`, `--flush-denormal`, `--track` and its project and
+    entity) left out when unused, so runs made before these options existed keep identical records."""
     out = dataclasses.asdict(args)
-    for name, unused in (("checkpoints", ()), ("cuda_graph", False), ("flush_denormal", False)):
+    for name, unused in (("checkpoints", ()), ("cuda_graph", False), ("flush_denormal", False), ("track", False),
+                         ("wandb_project_name", "oilca"), ("wandb_entity", None)):
         if name in out:
             if tuple(out[name]) == unused if name == "checkpoints" else out[name] == unused:
                 del out[name]
