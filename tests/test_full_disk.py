@@ -5,10 +5,8 @@ every previous output byte for byte (a stage with several outputs writes all of 
 
 Skipped with the reason where the machine refuses unprivileged user namespaces.
 """
-import hashlib
 import json
 import os
-import shutil
 import subprocess
 import sys
 
