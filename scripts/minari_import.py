@@ -274,7 +274,9 @@ def main(args: Args) -> dict:
         episodes += eps
         source += [i] * len(eps)
         n_total.append({"dataset_id": d, "total_episodes": n, "taken_episodes": take.tolist(),
-                        "actions_clipped": int(sum(e["clipped"] for e in eps))})
+                        "actions_clipped": int(sum(e["clipped"] for e in eps)),
+                        **{k: float(ds.storage.metadata[k]) for k in ("ref_min_score", "ref_max_score")  # D4RL-style
+                           if ds.storage.metadata.get(k) is not None}})  # normalisation references, where it has them
     source = np.asarray(source)
     returns = np.array([e["rewards"].astype(np.float64).sum() for e in episodes])
 

@@ -107,7 +107,7 @@ def test_export_refuses_to_overwrite_and_bad_ids(tiny_dataset, root, tmp_path):
     assert not [d for d in os.listdir(root) if d.startswith(".export-")]  # no temporary folder left behind
 
 
-def test_a_toy_export_recovers_its_env_and_eval_env_and_reference_scores(tiny_dataset, root):
+def test_a_toy_export_recovers_its_env_and_eval_env_and_reference_scores(tiny_dataset, root, tmp_path):
     run("scripts/minari_export.py", "--dataset", tiny_dataset, "--dataset-id", "oilca/toy-env-v0")
     ds = minari.load_dataset("oilca/toy-env-v0")  # Minari's own API
     meta = envs.load_dataset(tiny_dataset)["metadata"]
@@ -129,6 +129,12 @@ def test_a_toy_export_recovers_its_env_and_eval_env_and_reference_scores(tiny_da
     assert abs(np.mean(returns) - stored["ref_max_score"]) < 2.0
     obs, info = eval_env.reset(seed=0, options={"c": meta["heldout_classes"][0]})
     assert info["c"] == meta["heldout_classes"][0]
+    # an import that re-splits the export (not a restore) keeps its reference scores in metadata.sources
+    out = str(tmp_path / "toy_resplit.npz")
+    run("scripts/minari_import.py", "--datasets", "oilca/toy-env-v0", "--aux", "recorded", "--expert", "top",
+        "--out", out)
+    source = envs.load_dataset(out)["metadata"]["sources"][0]
+    assert (source["ref_min_score"], source["ref_max_score"]) == (stored["ref_min_score"], stored["ref_max_score"])
 
 
 def test_the_dmc_env_spec_rebuilds_a_perturbed_task():
@@ -160,6 +166,7 @@ def test_a_data_collector_dataset_imports_trains_and_evaluates(root, tmp_path):
     run("scripts/minari_import.py", "--datasets", "pendulum/collector-v0", "--expert", "top", "--out", out)
     data = envs.load_dataset(out)
     assert data["metadata"]["env_id"] == "gym:Pendulum-v1" and len(data["rewards"]) == 4 * EP_LEN
+    assert "ref_min_score" not in data["metadata"]["sources"][0]  # the collector wrote none
     run("train_bc.py", "--dataset", out, "--out-dir", str(tmp_path / "bc"), *TINY)
     run("evaluate.py", "--policy", str(tmp_path / "bc" / "policy.pt"), "--episodes", "2",
         "--out", str(tmp_path / "bc" / "eval_{split}.json"))
