@@ -106,7 +106,8 @@ def test_policy_stages_chain(tmp_path):
 def test_main_job_runs_on_a_tiny_config(tmp_path):
     """The README's main command (scripts/toy_pipeline.sh → runner.py) end to end on a tiny grid, baselines included."""
     flags = ["--root", str(tmp_path), "--seeds", "0", "1", "--fig5-seeds", "0", "--fig5-ratios", "0.25", "--steps", "60",
-             "--episodes", "6", "--ivae-steps", "60", "--methods", "bc_exp", "bc_all", "dwbc", "oilca", "baselines"]
+             "--episodes", "6", "--ivae-steps", "60", "--methods", "bc_exp", "bc_all", "dwbc", "oilca", "baselines",
+             "--collect-flags=--toy.n-classes 2 --toy.episodes-per-class 6 --toy.env.episode-len 20"]  # a small dataset
     proc = subprocess.run(["bash", "scripts/toy_pipeline.sh", *flags], cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     table = open(tmp_path / "results" / "toy" / "table.md").read()
