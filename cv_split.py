@@ -136,16 +136,9 @@ def main(args: Args) -> dict:
             print(f"{args.out} and {args.heldout_out} exist with the same arguments: kept (use --force to rebuild)")
             return {"out": args.out, "heldout_out": args.heldout_out, "heldout_episodes": held.tolist(), "skipped": True}
 
-    staged = {path: f"{path}.{os.getpid()}.staged" for path in parts}  # both files written in full, then renamed
-    try:
+    with contract.together():  # both written in full, then renamed: a failed write leaves the old ones as they were
         for path, (arrays, _) in parts.items():
-            contract.save_npz(staged[path], arrays)
-        for path in parts:
-            os.replace(staged[path], path)
-    finally:  # a failed write (e.g. a full disk) leaves neither new file, and the old ones as they were
-        for tmp in staged.values():
-            if os.path.exists(tmp):
-                os.remove(tmp)
+            contract.save_npz(path, arrays)
     n_train = int((~held_rows).sum())
     print(f"fold {args.fold}/{args.folds} (seed {args.seed}) of {args.dataset}: held out {len(held)} of "
           f"{len(expert_eps)} D_E episodes (ids {held.tolist()}, {int(held_rows.sum())} rows) -> {args.heldout_out}; "
