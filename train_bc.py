@@ -69,10 +69,15 @@ def cloned_rows(data: dict, args: Args) -> np.ndarray:
     return ~augmented
 
 
+def with_out_dir(args):
+    """args with --out-dir filled when not given: runs/bc_exp, or runs/bc_all with --data all (BC-all's run does not
+    land in BC-exp's folder)."""
+    return args if args.out_dir else dataclasses.replace(args, out_dir=f"runs/bc_{'all' if args.data == 'all' else 'exp'}")
+
+
 @contract.all_or_nothing  # a failed run writes nothing; SIGTERM cleans up as SIGINT does
 def main(args: Args) -> dict:
-    if not args.out_dir:  # BC-all's run does not land in BC-exp's folder
-        args = dataclasses.replace(args, out_dir=f"runs/bc_{'all' if args.data == 'all' else 'exp'}")
+    args = with_out_dir(args)
     check_args(args)
     checkpoints = check_checkpoints(args.checkpoints, args.total_steps)
     data, meta, spec = load(args.dataset)

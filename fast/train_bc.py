@@ -10,7 +10,6 @@ moments, so on a CPU it follows the reference run up to float rounding (tests/te
 run's files to `--out-dir` and `--final-eval` with `{seed}` replaced by k.
 """
 
-import dataclasses
 import os
 import sys
 from dataclasses import dataclass
@@ -35,8 +34,7 @@ class Args(ref.Args, FastArgs):
 
 @contract.all_or_nothing
 def main(args: Args) -> dict:
-    if not args.out_dir:  # train_bc.py's default: BC-all's run does not land in BC-exp's folder
-        args = dataclasses.replace(args, out_dir=f"runs/bc_{'all' if args.data == 'all' else 'exp'}")
+    args = ref.with_out_dir(args)  # train_bc.py's default --out-dir
     runs, data, meta, spec = seed_runs(args, ref, None)  # one reference Args per seed
     checkpoints = check_checkpoints(args.checkpoints, args.total_steps)
     rows = ref.cloned_rows(data, runs[0])
