@@ -66,7 +66,11 @@ import json
 import math
 import os
 import re
+import shutil
 import string
+import subprocess
+import sys
+import tempfile
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Optional, Tuple
@@ -159,6 +163,11 @@ class Args:
     c_pattern: str = "{folder}-c{c}"
     """--paper-table 7: the results folder of feature set C = {c}, {folder} the task's --results-pattern folder; C = 3,
     the default feature set, is the task's folder itself"""
+    check_docs: bool = False
+    """regenerate every generated table, figure and doc block (scripts/regenerate_tables.sh) on a scratch copy of
+    docs/, results/ and README.md, list each file that differs from the committed one, check that README.md and
+    docs/findings.md cite no hand-typed decimal number outside a generated block, and exit non-zero on any finding;
+    nothing in the repository is written"""
 
 
 def present_splits(rows: list) -> tuple:
@@ -793,9 +802,15 @@ def paper_rows(number: int, pattern: str, c_pattern: str, n_resamples: int = sta
             cells[col] = {"folder": folder, "method": method, "seeds": sorted(ret or {}),
                           "steps": sorted({r.get("train_args", {}).get("total_steps") for r in mine} - {None}),
                           "episodes": sorted({len(r["returns"]) for r in mine}),
+                          "fingerprints": sorted({r["dataset_fingerprint"] for r in mine
+                                                  if isinstance(r.get("dataset_fingerprint"), str)}),
                           "ours": stats.cell(list(ret.values()), n_resamples) if ret else None,
                           "success": stats.cell(list(suc.values()), n_resamples) if suc else None,
                           "paper": paper[task][col]}
+            if number == 7:  # the same folder's BC-exp (no c, no counterfactual rows) and the paired OILCA − BC-exp
+                bc = returns.get(("bc_exp", split))
+                cells[col]["bc_exp"] = stats.cell(list(bc.values()), n_resamples) if bc else None
+                cells[col]["minus_bc_exp"] = stats.paired_gap(ret, bc, n_resamples) if ret and bc else None
         run = [c for c in cells if cells[c]["ours"]]
         # means are ordered at 9 decimals: two columns whose episodes return the same, to the bit, can differ in the
         # last float bits of their seed means (summation order), and that is no order (towers: do-nothing columns)
@@ -805,7 +820,14 @@ def paper_rows(number: int, pattern: str, c_pattern: str, n_resamples: int = sta
         for c, v in cells.items():
             v["rank"], v["paper_rank"] = ours.get(c), theirs[c]
         tau = stats.kendall_tau([level[c] for c in run], [cells[c]["paper"][0] for c in run])
-        out.append({"task": task, "benchmark": bench, "split": split, "notes": notes, "tau": tau, "cells": cells})
+        refs = {}  # the task folder's reference runs on this split (the first folder of the row holding them)
+        for folder in dict.fromkeys(folders.values()):
+            for kind in ("expert", "random"):
+                v = loaded[folder][1].get((f"reference_{kind}", split))
+                if v and kind not in refs:
+                    refs[kind] = float(np.mean(list(v.values())))
+        out.append({"task": task, "benchmark": bench, "split": split, "notes": notes, "tau": tau, "cells": cells,
+                    "refs": refs})
     return out
 
 
@@ -913,6 +935,45 @@ def paper_summary(number: int, rows: list) -> str:
     return md
 
 
+def references_table(number: int, rows: list) -> str:
+    """Each row's reference runs (the expert, i.e. the data's best behaviour policy, and the uniform random policy,
+    evaluated like every column) and the columns whose mean is not above random's: a row whose expert is not above
+    random holds no expert behaviour and compares nothing."""
+    cols = paper_results.TABLES[number]["columns"]
+    lines = ["| task | expert reference | random reference | expert − random | columns not above random |",
+             "|---|---|---|---|---|"]
+    for row in rows:
+        e, r = row["refs"].get("expert"), row["refs"].get("random")
+        if e is None or r is None:
+            lines.append(f"| {row['task']} | {'—' if e is None else f'{e:.2f}'} | {'—' if r is None else f'{r:.2f}'}"
+                         f" | — | — |")
+            continue
+        low = [f"C = {c}" if number == 7 else display(c) for c in cols
+               if row["cells"][c]["ours"] and row["cells"][c]["ours"]["mean"] <= r]
+        gap = f"{e - r:.2f}" + (" (no expert behaviour: the row compares nothing)" if e <= r else "")
+        lines.append(f"| {row['task']} | {e:.2f} | {r:.2f} | {gap} | {', '.join(low) or 'none'} |")
+    return ("Reference runs of each row's folder (mean episode return over the seeds of the reference run, same split "
+            "and evaluation episodes as the columns; Table 7: the C = 3 folder's):\n\n" + "\n".join(lines))
+
+
+def same_data(row: dict, cols) -> list:
+    """One sentence per group of a row's columns whose runs all trained on one and the same dataset (the
+    dataset_fingerprint of their result JSON): such columns differ by training and evaluation noise only, not by
+    their data (Table 7: feature sets whose extra variables never reach the data)."""
+    groups = defaultdict(list)
+    for c in cols:
+        fps = row["cells"][c].get("fingerprints") or []
+        if row["cells"][c]["ours"] and len(fps) == 1:
+            groups[fps[0]].append(c)
+    out = []
+    for fp, same in groups.items():
+        if len(same) > 1:
+            names = " and ".join(f"C = {c}" if isinstance(c, int) else display(c) for c in same)
+            out.append(f"{row['task']}: {names} trained on the same dataset (fingerprint `{fp}`), byte for byte, so "
+                       f"the difference between them is training and evaluation noise, not the data")
+    return out
+
+
 def paper_markdown(number: int, rows: list, pattern: str, c_pattern: str,
                    n_resamples: int = stats.N_RESAMPLES) -> str:
     """The markdown of paper table `number` beside ours (rows from paper_rows): the header, the table (one row per
@@ -926,6 +987,9 @@ def paper_markdown(number: int, rows: list, pattern: str, c_pattern: str,
         for folder, text in row["notes"]:
             notes.append(f"[{len(notes) + 1}] `{folder}`: {text.rstrip('.')}")  # sentences end once, at the join
             marks += f" [{len(notes)}]"
+        for text in (same_data(row, cols) if number == 7 else ()):  # other tables: one dataset per row by design
+            notes.append(f"[{len(notes) + 1}] {text}")
+            marks += f" [{len(notes)}]"
         n_run = sum(1 for c in row["cells"].values() if c["ours"])
         tau = "—" if row["tau"] is None else f"{row['tau']:.2f}"
         lines.append(f"| {row['task']}{marks} | " + " | ".join(paper_cell_text(row["cells"][c], n_run) for c in cols)
@@ -933,6 +997,7 @@ def paper_markdown(number: int, rows: list, pattern: str, c_pattern: str,
     md = paper_header(number, rows, pattern, c_pattern, n_resamples) + "\n\n" + "\n".join(lines)
     if notes:
         md += "\n\nNotes: " + "; ".join(notes) + "."
+    md += "\n\n" + references_table(number, rows)
     md += "\n\n" + paper_summary(number, rows)
     cw = [r for r in rows if r["benchmark"] == "cw"]
     if cw:
@@ -943,6 +1008,17 @@ def paper_markdown(number: int, rows: list, pattern: str, c_pattern: str,
                 for c in (row["cells"][col] for col in cols)) + " |")
         md += ("\n\nOur fractional success on the CausalWorld rows (same split), mean ± s [95% bootstrap interval] "
                "(seeds):\n\n" + "\n".join(lines))
+    if number == 7:
+        lines = [f"| task | {titles} |", "|---" * (len(cols) + 1) + "|"]
+        for row in [r for r in rows if sum(1 for c in r["cells"].values() if c.get("bc_exp")) >= 2]:
+            for key, what in (("bc_exp", "BC-exp"), ("minus_bc_exp", "OILCA − BC-exp")):
+                lines.append(f"| {row['task']}: {what} | " + " | ".join(
+                    f"{stats.cell_text(c[key])} ({c[key]['n']})" if c.get(key) else "not run"
+                    for c in (row["cells"][col] for col in cols)) + " |")
+        md += ("\n\nBC-exp of each C's folder (trained on the same data without c or counterfactual rows) and the "
+               "paired gap OILCA − BC-exp over the seeds both have (same split), mean ± s [95% bootstrap interval] "
+               "(seeds), on the rows run at two feature sets or more: a change along C that BC-exp shares is a change of the data, not of OILCA's use of c.\n\n"
+               + "\n".join(lines))
     slips = [v for (t, _, _), v in paper_results.MISMATCHES.items() if t == number]
     slips += list(paper_results.ODDITIES.get(number, ()))
     if slips:
@@ -1055,9 +1131,94 @@ def main_aggregate(args: Args, pairs: list) -> str:
     return md
 
 
+# ------------------------------------------------------------------------------------------------- --check-docs
+GENERATED = ("docs", "results", "README.md")  # what scripts/regenerate_tables.sh writes
+STRICT_DOCS = ("README.md", "docs/findings.md")  # pages whose prose may cite a result only through a generated block
+BLOCK_OPEN = re.compile(r"^\s*<!--\s*([a-z-]+):.*-->\s*$|^\s*<!--\s*sampler-table\s*-->\s*$")
+BLOCK_CLOSE = re.compile(r"^\s*<!--\s*/[a-z-]+\s*-->\s*$")
+DECIMAL = re.compile(r"(?<![\w.])[−-]?\d+\.\d+(?![\w.])")
+
+
+def hand_typed(text: str) -> list:
+    """[(line number, number)] of the decimal numbers in `text` outside generated blocks (`<!-- name: … -->` …
+    `<!-- /name -->`), fenced code, inline code and link targets: the numbers a person typed by hand."""
+    out, generated, fenced = [], False, False
+    for n, line in enumerate(text.splitlines(), 1):
+        if line.strip().startswith("```"):
+            fenced = not fenced
+            continue
+        if BLOCK_CLOSE.match(line):
+            generated = False
+            continue
+        if BLOCK_OPEN.match(line):
+            generated = True
+            continue
+        if generated or fenced:
+            continue
+        prose = re.sub(r"`[^`]*`", "", re.sub(r"\]\([^)]*\)", "]", line))
+        out += [(n, m.group(0)) for m in DECIMAL.finditer(prose)]
+    return out
+
+
+def files_under(root: str, names) -> dict:
+    """{relative path: bytes} of every file under root/<name> for each name (a file or a folder)."""
+    out = {}
+    for entry in names:
+        top = os.path.join(root, entry)
+        paths = [top] if os.path.isfile(top) else [os.path.join(d, f) for d, _, fs in os.walk(top) for f in fs]
+        for path in paths:
+            with open(path, "rb") as f:
+                out[os.path.relpath(path, root)] = f.read()
+    return out
+
+
+def check_docs(root: str = ".") -> list:
+    """The problems --check-docs finds (an empty list: none): files that regenerate differently, appear or vanish,
+    and hand-typed decimals in STRICT_DOCS."""
+    root = os.path.abspath(root)
+    problems = []
+    for doc in STRICT_DOCS:
+        with open(os.path.join(root, doc), encoding="utf-8") as f:
+            problems += [f"{doc}:{n}: hand-typed number {x} (cite it through a generated block)"
+                         for n, x in hand_typed(f.read())]
+    scratch = tempfile.mkdtemp(prefix="oilca-check-docs-")
+    try:
+        for entry in os.listdir(root):
+            if entry == ".git":
+                continue
+            src, dst = os.path.join(root, entry), os.path.join(scratch, entry)
+            if entry in GENERATED:
+                (shutil.copytree if os.path.isdir(src) else shutil.copy2)(src, dst)
+            else:
+                os.symlink(src, dst)
+        env = {**os.environ, "NO_STATUS": "1", "PY": sys.executable}
+        run = subprocess.run(["bash", "scripts/regenerate_tables.sh"], cwd=scratch, env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        if run.returncode:
+            tail = run.stderr.strip().splitlines()[-1:] or ["(no message)"]
+            return problems + [f"scripts/regenerate_tables.sh failed (exit {run.returncode}): {tail[0]}"]
+        before, after = files_under(root, GENERATED), files_under(scratch, GENERATED)
+        problems += [f"{p}: differs when regenerated" for p in sorted(before.keys() & after.keys())
+                     if before[p] != after[p]]
+        problems += [f"{p}: written by the regeneration but not committed" for p in sorted(after.keys() - before.keys())]
+        problems += [f"{p}: gone after the regeneration" for p in sorted(before.keys() - after.keys())]
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return problems
+
+
 @contract.all_or_nothing  # a failed run writes nothing; SIGTERM cleans up as SIGINT does
 def main(args: Args) -> str:
     checks.fields(args, resamples=checks.COUNT)
+    if args.check_docs:
+        problems = check_docs()
+        for p in problems:
+            print(p)
+        if problems:
+            raise SystemExit(f"report.py --check-docs: {len(problems)} problem(s), listed above")
+        print("report.py --check-docs: every generated table, figure and doc block is up to date; README.md and "
+              "docs/findings.md cite no hand-typed number")
+        return ""
     pairs, gaps = parse_pairs("--pairs", args.pairs), parse_pairs("--gaps", args.gaps)
     if args.paper_table is not None:
         return main_paper_table(args)

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Regenerate every committed results table from the committed per-run JSON alone: each results/<folder>/table.md and
 # summary.json (with its figures), the generated blocks of the docs (`<!-- report: … -->`), the paper's Tables 1, 2,
-# 4, 6 and 7 in docs/tables.md, the cross-task aggregate and the task table. Nothing is trained or evaluated.
+# 4, 6 and 7 in docs/tables.md, the cross-task aggregate and the task table, the sampler study, the verdicts over
+# data draws and the findings (README.md, docs/findings.md). Nothing is trained or evaluated.
 # A refactor keeps results when this leaves `git status` clean: `bash scripts/regenerate_tables.sh && git status --short`.
+# `python report.py --check-docs` runs it on a scratch copy and fails on any difference (CI runs that).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
@@ -31,5 +33,9 @@ for summary in results/*_summary.json; do  # verdicts over data draws: label sou
     *) [ -f "$summary" ] && $PY scripts/budget_summary.py --again "$summary" > /dev/null ;;
   esac
 done
+$PY scripts/sampler_table.py --results results/toy results/toy_d1 results/toy_d2 results/dmc_cartpole-swingup \
+  results/cw_pushing --out results/sampler_study.md --doc docs/sampler.md > /dev/null
+$PY scripts/findings.py > /dev/null  # last: it reads the summaries above
+[ -n "${NO_STATUS:-}" ] && exit 0  # report.py --check-docs compares the files itself
 echo "regenerated every table; differences from the committed files:"
 git status --short -- results docs README.md

@@ -286,3 +286,45 @@ def test_a_folder_of_another_env_and_a_doc_without_markers_are_errors(tmp_path):
     doc.write_text("<!-- report: paper table 2 -->\n<!-- /report -->\n")
     with pytest.raises(report.ReportError, match="no '<!-- report: paper table 1 -->'"):
         report.main(report.Args(paper_table=1, results_pattern=str(tmp_path / "none_{task}"), doc=(str(doc),)))
+
+
+def test_table_7_footnotes_feature_sets_that_gave_the_same_dataset_and_shows_bc_exp(tmp_path):
+    base = tmp_path / "cw_pushing_t5"
+    for folder, fp, oilca, bc in ((f"{base}-c1", "aaaa", [1.0, 2.0], [1.5, 2.5]), (f"{base}-c2", "bbbb", [3.0, 4.0], [3.0, 3.0]),
+                                  (str(base), "bbbb", [5.0, 6.0], [4.0, 4.0])):
+        for method, means in (("oilca", oilca), ("bc_exp", bc)):
+            write_runs(folder, "cw:pushing", method, "B", means, success=[0.1, 0.1])
+            for seed in range(2):
+                path = os.path.join(folder, f"{method}_s{seed}_B.json")
+                with open(path) as f:
+                    r = json.load(f)
+                with open(path, "w") as f:
+                    json.dump({**r, "dataset_fingerprint": fp}, f)
+    rows = report.paper_rows(7, pattern(tmp_path), "{folder}-c{c}", n_resamples=200)
+    md = report.paper_markdown(7, rows, pattern(tmp_path), "{folder}-c{c}", n_resamples=200)
+    assert line_of(md, "pushing [1]").startswith("| pushing [1] | ")
+    assert "pushing: C = 2 and C = 3 trained on the same dataset (fingerprint `bbbb`)" in md
+    assert "C = 1 and" not in md  # a feature set with its own dataset gets no footnote
+    gaps = next(l for l in md.splitlines() if l.startswith("| pushing: OILCA − BC-exp"))
+    assert gaps.split(" | ")[1].startswith("-0.50 ± 0.00") and gaps.split(" | ")[3].startswith("1.50 ± 0.71")
+    # Tables 1, 2 and 6 train every column on one dataset by design: no such footnote there
+    md2 = report.paper_markdown(2, report.paper_rows(2, pattern(tmp_path), "{folder}-c{c}", n_resamples=200),
+                                pattern(tmp_path), "{folder}-c{c}", n_resamples=200)
+    assert "same dataset" not in md2
+
+
+def test_the_reference_table_flags_a_row_without_expert_behaviour(tmp_path):
+    good, bad = tmp_path / "dmc_walker-walk_t5", tmp_path / "dmc_humanoid-run_t5"
+    write_runs(good, "dmc:walker-walk", "oilca", "train", [50.0, 60.0])
+    write_runs(good, "dmc:walker-walk", "bc_all", "train", [5.0, 6.0])
+    write_runs(good, "dmc:walker-walk", "reference_expert", "train", [900.0])
+    write_runs(good, "dmc:walker-walk", "reference_random", "train", [30.0])
+    write_runs(bad, "dmc:humanoid-run", "oilca", "train", [1.0, 1.0])
+    write_runs(bad, "dmc:humanoid-run", "reference_expert", "train", [0.9])
+    write_runs(bad, "dmc:humanoid-run", "reference_random", "train", [1.0])
+    md = report.paper_markdown(1, report.paper_rows(1, pattern(tmp_path), "{folder}-c{c}", n_resamples=200),
+                               pattern(tmp_path), "{folder}-c{c}", n_resamples=200)
+    refs = md[md.index("Reference runs"):]
+    assert "| walker-walk | 900.00 | 30.00 | 870.00 | BC-all |" in refs
+    assert "| humanoid-run | 0.90 | 1.00 | -0.10 (no expert behaviour: the row compares nothing) | OILCA |" in refs
+    assert "| cartpole-swingup | — | — | — | — |" in refs

@@ -1,0 +1,381 @@
+"""The project's findings, generated from the committed result JSON alone (nothing is trained or evaluated).
+
+    .venv/bin/python scripts/findings.py            # fill the findings blocks of README.md and docs/findings.md
+    .venv/bin/python scripts/findings.py --print    # print every block, write nothing
+
+Fills each block between `<!-- findings: NAME -->` and `<!-- /findings -->` of README.md and docs/findings.md with the
+generated text of NAME (the blocks are listed in BLOCKS). What each block computes:
+  * `table`: one row per benchmark family. "The paper's order" is OILCA > DWBC > BC-exp: a row shows it when OILCA's
+    95% interval lies wholly above DWBC's and DWBC's wholly above BC-exp's (the per-cell bootstrap intervals over
+    training seeds of docs/tables.md; for the budget study the paired gaps of its summary, over draws). OILCA's rank
+    and the best column are by mean return among the paper's seven columns (BC-exp, BC-all, ORIL, BCND, LobsDICE,
+    DWBC, OILCA) that ran. The evidence is data draws × training seeds × policy gradient steps, read from the results.
+  * `toy`, `tables`, `budget`, `labels`, `oracle`: the numbers the findings page cites, each a generated sentence.
+Inputs: results/toy, results/toy_paper, the Table 5-size task folders results/{dmc,cw}_<task>_t5 (report.paper_rows),
+results/toy_study_summary.json, results/toy_budget_gpu, results/dmc_cartpole-swingup_t5_gpu,
+results/toy_labels_summary.json, results/toy_main_labels_summary.json, and the control folders results/toy,
+results/dmc_cartpole-swingup, results/cw_pushing. `report.py --check-docs` checks that every block is up to date.
+"""
+
+import json
+import os
+import sys
+from collections import Counter
+from dataclasses import dataclass
+from typing import Dict, List, Optional
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repo root
+
+import report  # noqa: E402
+from analysis import stats  # noqa: E402
+from oilca import cli, contract  # noqa: E402
+
+SEVEN = ("bc_exp", "bc_all", "oril", "bcnd", "lobsdice", "dwbc", "oilca")  # the paper's columns (Tables 1, 2, 6)
+PATTERN = "results/{benchmark}_{task}_t5"
+DOCS = ("README.md", "docs/findings.md")
+SPLIT_WORDS = {"train": "in distribution", "heldout": "held-out c", "A": "space A", "B": "space B"}
+
+
+@dataclass
+class Args:
+    print: bool = False
+    """print every block and write nothing"""
+    root: str = "."
+    """the repository root whose results/ and docs are read (and whose docs are filled)"""
+
+
+def name(m: str) -> str:
+    return report.display(m)
+
+
+def ci(c: dict) -> str:
+    return f"{c['mean']:.2f} [{c['ci'][0]:.2f}, {c['ci'][1]:.2f}]" if c.get("ci") else f"{c['mean']:.2f}"
+
+
+def k(n: int) -> str:
+    return f"{n:,}"
+
+
+# ------------------------------------------------------------------------------------------------- one folder
+def folder_cells(folder: str, split: str, methods=SEVEN) -> Dict[str, dict]:
+    """{method: stats.cell of its per-seed mean returns + seeds, steps} of the `methods` present in `folder`."""
+    rows = report.load_results(folder)
+    scores = report.per_seed(rows)
+    out = {}
+    for m in methods:
+        v = scores.get((m, split))
+        if v:
+            steps = sorted({r.get("train_args", {}).get("total_steps") for r in rows
+                            if (r["method"], r["split"]) == (m, split)} - {None})
+            out[m] = {**stats.cell(list(v.values())), "seeds": v, "steps": steps}
+    return out
+
+
+def order_verdict(cells: Dict[str, dict]) -> str:
+    """`yes` (OILCA > DWBC > BC-exp, intervals apart), `means only` (means in that order, intervals touching),
+    `no`, or `—` (a column missing)."""
+    if not all(m in cells for m in ("oilca", "dwbc", "bc_exp")):
+        return "—"
+    o, d, b = cells["oilca"], cells["dwbc"], cells["bc_exp"]
+    if o["ci"] and d["ci"] and b["ci"] and stats.interval_order(o["ci"], d["ci"]) == "above" \
+            and stats.interval_order(d["ci"], b["ci"]) == "above":
+        return "yes"
+    return "means only" if o["mean"] > d["mean"] > b["mean"] else "no"
+
+
+def ranks(cells: Dict[str, dict]) -> Dict[str, int]:
+    return stats.ranks({m: round(c["mean"], 9) for m, c in cells.items()})
+
+
+def evidence(draws: int, seeds, steps) -> str:
+    seeds = sorted(set(seeds))
+    s = f"{seeds[0]}" if len(seeds) == 1 else f"{seeds[0]}–{seeds[-1]}"
+    st = sorted(set(steps))
+    b = k(st[0]) if len(st) == 1 else f"{k(st[0])}–{k(st[-1])}"
+    return f"{draws} × {s} × {b}"
+
+
+# ------------------------------------------------------------------------------------------------- table rows
+def folder_row(label: str, folder: str, split: str) -> dict:
+    cells = folder_cells(os.path.join(ROOT, folder), split)
+    r = ranks(cells)
+    best = min(r, key=lambda m: (r[m], m))
+    return {"family": label, "order": order_verdict(cells), "oilca_rank": f"{r['oilca']} of {len(cells)}",
+            "best": name(best), "evidence": evidence(1, [c["n"] for c in cells.values()],
+                                                     [s for c in cells.values() for s in c["steps"]])}
+
+
+def paper_table_row(label: str, number: int) -> dict:
+    cwd = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        rows = report.paper_rows(number, PATTERN, "{folder}-c{c}")
+    finally:
+        os.chdir(cwd)
+    verdicts, oilca_ranks, best, seeds, steps, n_run = Counter(), [], Counter(), [], [], 0
+    for row in rows:
+        cells = {m: {**c["ours"], "steps": c["steps"]} for m, c in row["cells"].items() if c["ours"]}
+        if len(cells) < 2:
+            continue
+        n_run += 1
+        verdicts[order_verdict(cells)] += 1
+        r = ranks(cells)
+        if "oilca" in r:
+            oilca_ranks.append(r["oilca"])
+        for m in r:
+            if r[m] == 1:
+                best[name(m)] += 1
+        seeds += [c["n"] for c in cells.values()]
+        steps += [s for c in cells.values() for s in c["steps"]]
+    order = f"{verdicts['yes']} of {n_run} rows" + (f" (means only: {verdicts['means only']})"
+                                                    if verdicts["means only"] else "")
+    first = sum(x == 1 for x in oilca_ranks)
+    rank = f"median {np.median(oilca_ranks):g} of 7; first in {first} of {len(oilca_ranks)}"
+    tops = ", ".join(f"{m} {n}" for m, n in sorted(best.items(), key=lambda kv: (-kv[1], kv[0])))
+    return {"family": label, "order": order, "oilca_rank": rank, "best": f"rows led: {tops}",
+            "evidence": f"{n_run} tasks; " + evidence(1, seeds, steps)}
+
+
+def budget_summary_row(label: str, path: str) -> dict:
+    with open(os.path.join(ROOT, path)) as f:
+        s = json.load(f)
+    top = max(s["budgets"])
+    o = next(o for o in s["orderings"] if o["split"] == "train" and o["budget"] == top)
+    cells = [c for c in s["cells"] if c["split"] == "train" and c["budget"] == top]
+    seeds = [c["n"] // max(c.get("n_groups", 1), 1) for c in cells]
+    best = o["over_draws"].split(" > ")
+    rank = best.index("OILCA") + 1
+    return {"family": label, "order": "yes" if o["paper_order_oilca"]["over_draws"] else "no",
+            "oilca_rank": f"{rank} of {len(best)} (four columns)", "best": best[0],
+            "evidence": evidence(len(s["draws"]), seeds, [top])}
+
+
+def budget_folder_cells(folder: str, split: str) -> tuple:
+    """({family: cell} at the folder's largest budget, that budget)."""
+    rows = report.load_results(os.path.join(ROOT, folder))
+    study = report.budget_study(report.per_seed(rows), report.present_splits(rows), stats.N_RESAMPLES)
+    top = max(c["budget"] for c in study["cells"])
+    return {c["family"]: {**c, "steps": [top]} for c in study["cells"]
+            if c["split"] == split and c["budget"] == top}, top, study
+
+
+def budget_folder_row(label: str, folder: str, split: str) -> dict:
+    cells, top, _ = budget_folder_cells(folder, split)
+    r = ranks(cells)
+    best = min(r, key=lambda m: (r[m], m))
+    return {"family": label, "order": order_verdict(cells), "oilca_rank": f"{r['oilca']} of {len(cells)} (four columns)",
+            "best": name(best), "evidence": evidence(1, [c["n"] for c in cells.values()], [top])}
+
+
+def labels_row(label: str, path: str) -> dict:
+    with open(os.path.join(ROOT, path)) as f:
+        s = json.load(f)
+    best_base = s["best_baseline"]["train"]
+    above = [r for r in s["rows"] if r["split"] == "train" and r.get("minus_best") and r["minus_best"].get("ci")
+             and r["minus_best"]["ci"][0] > 0]
+    ret = {r["method"]: r["return"] for r in s["rows"] if r["split"] == "train"}
+    n_seeds = [v["n"] // max(v.get("n_groups", 1), 1) for v in ret.values()]
+    steps = []
+    for folder in s["inputs"]["results"]:
+        steps += folder_cells(os.path.join(ROOT, folder), "train", ("oilca",)).get("oilca", {}).get("steps", [])
+    bases = [m for m in ret if m in ("bc_exp", "bc_all", "dwbc", "oril", "lobsdice", "bcnd", "iswbc", "ilid")]
+    among = f"{name(best_base)}, the best of {', '.join(name(m) for m in bases)}"
+    verdict = (f"above {among} (paired gap's interval above 0): " + ", ".join(name(a["method"]) for a in above)) \
+        if above else f"no label source above {among}"
+    r = stats.ranks({m: round(v["mean"], 9) for m, v in ret.items() if not m.startswith("oilca_oracle")})
+    best = min(r, key=lambda m: (r[m], m))
+    return {"family": label, "order": verdict, "oilca_rank": f"{r['oilca']} of {len(r)} (oracle left out)",
+            "best": name(best), "evidence": evidence(len(s["draws"]), n_seeds, steps)}
+
+
+def table_block() -> str:
+    rows = [
+        folder_row("Toy, fast (main job), in distribution", "results/toy", "train"),
+        folder_row("Toy, the paper's size (four columns)", "results/toy_paper", "train"),
+        paper_table_row("DeepMind Control, Table 1", 1),
+        paper_table_row("CausalWorld space A, Table 6", 6),
+        paper_table_row("CausalWorld space B, Table 2", 2),
+        budget_summary_row("Budget study, toy, CPU (largest budget run)", "results/toy_study_summary.json"),
+        budget_folder_row("Budget, toy, GPU, 200k steps", "results/toy_budget_gpu", "train"),
+        budget_folder_row("Budget, cartpole-swingup (Table 5 size), GPU", "results/dmc_cartpole-swingup_t5_gpu",
+                          "train"),
+        labels_row("Label sources, toy (3 draws of the main data)", "results/toy_main_labels_summary.json"),
+        labels_row("Label sources, toy (label-study data, in progress)", "results/toy_labels_summary.json"),
+    ]
+    lines = ["| benchmark | the paper's order OILCA > DWBC > BC-exp | OILCA's rank | best column | evidence: draws × "
+             "seeds × steps |", "|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['family']} | {r['order']} | {r['oilca_rank']} | {r['best']} | {r['evidence']} |")
+    return ("\n".join(lines) + "\n\nGenerated by `scripts/findings.py` from the committed result JSON. Order: `yes` when "
+            "OILCA's 95% interval lies wholly above DWBC's and DWBC's wholly above BC-exp's (bootstrap over training "
+            "seeds; for the CPU budget study, its paired gaps over data draws); `means only` when the means are in "
+            "that order but the intervals touch. Ranks and the best column are by mean return among the paper's seven "
+            "columns that ran (the label rows: among BC-exp, DWBC, the best baseline, OILCA, OILCA with oracle labels "
+            "and each source). CausalWorld and DeepMind Control rows count tasks; rows without an expert are "
+            "included (footnoted in [docs/tables.md](docs/tables.md)).")
+
+
+# ------------------------------------------------------------------------------------------------- sentences
+def toy_block() -> str:
+    out = []
+    for split in ("train", "heldout"):
+        cells = folder_cells(os.path.join(ROOT, "results/toy"), split)
+        r = ranks(cells)
+        order = sorted(cells, key=lambda m: r[m])
+        out.append(f"{SPLIT_WORDS[split]}: " + " > ".join(f"{name(m)} {ci(cells[m])}" for m in order))
+    return ("Toy main job (results/toy, one data draw, 5 seeds, 5,000 steps), mean return [95% bootstrap interval], "
+            "best first. " + "; ".join(out) + ".")
+
+
+def gap(folder: str, x: str, y: str, split: str) -> Optional[dict]:
+    rows = report.load_results(os.path.join(ROOT, folder))
+    s = report.per_seed(rows)
+    if (x, split) not in s or (y, split) not in s:
+        return None
+    return stats.paired_gap(s[(x, split)], s[(y, split)])
+
+
+def oracle_block() -> str:
+    out = []
+    for folder, splits in (("results/toy", ("train", "heldout")), ("results/dmc_cartpole-swingup", ("train",)),
+                           ("results/cw_pushing", ("A", "B"))):
+        for split in splits:
+            cells = folder_cells(os.path.join(ROOT, folder), split,
+                                 ("oilca", "oilca_oracle", "oilca_bc_all", "bc_exp", "bc_all", "dwbc"))
+            g = gap(folder, "oilca_oracle", "oilca", split)
+            base = max((m for m in ("bc_exp", "bc_all", "dwbc") if m in cells), key=lambda m: cells[m]["mean"])
+            gb = gap(folder, "oilca_oracle", base, split)
+            out.append(f"{folder} ({SPLIT_WORDS[split]}, {cells['oilca']['n']} seeds): OILCA {ci(cells['oilca'])}, "
+                       f"with oracle labels {ci(cells['oilca_oracle'])} (paired gain {ci(g)}); the best of BC-exp, "
+                       f"BC-all and DWBC there is {name(base)} {ci(cells[base])}, oracle-labelled OILCA − it "
+                       f"{ci(gb)}")
+    return "- " + "\n- ".join(out)
+
+
+def tables_block() -> str:
+    out = []
+    cwd = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        for number, label in ((1, "Table 1 (DeepMind Control)"), (6, "Table 6 (CausalWorld space A)"),
+                              (2, "Table 2 (CausalWorld space B)")):
+            rows = report.paper_rows(number, PATTERN, "{folder}-c{c}")
+            c = report.paper_counts(rows)["ours"]
+            n = c["above"] + c["tie"] + c["below"]
+            out.append(f"{label}: OILCA against DWBC (95% intervals) above on {c['above']}, tied on {c['tie']}, "
+                       f"below on {c['below']} of the {n} tasks run with intervals ({len(rows)} in the table); in "
+                       f"the paper above on {report.paper_counts(rows)['paper']['above']} of {len(rows)} (mean ± s)")
+    finally:
+        os.chdir(cwd)
+    return "- " + "\n- ".join(out)
+
+
+def budget_block() -> str:
+    with open(os.path.join(ROOT, "results/toy_study_summary.json")) as f:
+        s = json.load(f)
+    top = max(s["budgets"])
+    gaps = {(g["x"], g["y"], g["split"]): g for g in s["gaps"] if g["budget"] == top}
+    out = [f"CPU budget study (toy, {len(s['draws'])} data draw(s), its largest budget so far {k(top)} steps; "
+           f"paired gaps, in distribution): OILCA − DWBC {ci(gaps[('oilca', 'dwbc', 'train')])}, OILCA − BC-exp "
+           f"{ci(gaps[('oilca', 'bc_exp', 'train')])}"]
+    for folder, label in (("results/toy_budget_gpu", "toy, GPU"),
+                          ("results/dmc_cartpole-swingup_t5_gpu", "cartpole-swingup at Table 5's size, GPU")):
+        cells, top, study = budget_folder_cells(folder, "train")
+        g = {(e["x"], e["y"]): e for e in study["gaps"] if e["split"] == "train" and e["budget"] == top}
+        out.append(f"{label} ({k(top)} steps, one data draw, {cells['oilca']['n']} seeds): BC-exp "
+                   f"{ci(cells['bc_exp'])}, DWBC {ci(cells['dwbc'])}, OILCA {ci(cells['oilca'])}; paired OILCA − "
+                   f"DWBC {ci(g[('oilca', 'dwbc')])}, OILCA − BC-exp {ci(g[('oilca', 'bc_exp')])}")
+    return "- " + "\n- ".join(out)
+
+
+def labels_block() -> str:
+    out = []
+    for path in ("results/toy_main_labels_summary.json", "results/toy_labels_summary.json"):
+        with open(os.path.join(ROOT, path)) as f:
+            s = json.load(f)
+        for split in ("train", "heldout"):
+            base = s["best_baseline"][split]
+            for r in s["rows"]:
+                if r["split"] == split and r.get("minus_best"):
+                    share = r.get("oracle_share") or {}
+                    sh = (f", share of the oracle's gain {share['share']:.2f}" if share.get("defined") else "")
+                    out.append(f"{path} ({len(s['draws'])} draw(s), {SPLIT_WORDS[split]}): {name(r['method'])} "
+                               f"{ci(r['return'])}; − {name(base)} {ci(r['minus_best'])}{sh}")
+    return "- " + "\n- ".join(out)
+
+
+def copy_block() -> str:
+    out = []
+    for folder, splits in (("results/toy", ("train", "heldout")), ("results/dmc_cartpole-swingup", ("train",)),
+                           ("results/cw_pushing", ("A", "B"))):
+        for split in splits:
+            g = gap(folder, "oilca", "oilca_copy", split)
+            verdict = ("the iVAE's state better" if g["ci"][0] > 0 else
+                       "the partner's own s′ better" if g["ci"][1] < 0 else "no difference the interval can tell")
+            out.append(f"{folder} ({SPLIT_WORDS[split]}, {g['n']} seeds): OILCA − copy control {ci(g)}: {verdict}")
+    return "- " + "\n- ".join(out)
+
+
+def newer_block() -> str:
+    """Where ILID or ISW-BC ran at Table 5's size: the best of every column run and the two newer methods' ranks."""
+    methods = SEVEN + ("ilid", "iswbc", "oril_ca", "bcnd_ca", "ilid_ca", "iswbc_ca")
+    out = []
+    for folder in sorted(os.listdir(os.path.join(ROOT, "results"))):
+        path = os.path.join(ROOT, "results", folder)
+        if not folder.endswith("_t5") or not os.path.isdir(path):
+            continue
+        rows = report.load_results(path, empty_ok=True)
+        for split in [s for s, _ in report.present_splits(rows) if s in ("train", "B")]:
+            cells = folder_cells(path, split, methods)
+            if "ilid" not in cells or "iswbc" not in cells:
+                continue
+            r = ranks(cells)
+            best = min(r, key=lambda m: (r[m], m))
+            out.append(f"{folder} ({SPLIT_WORDS[split]}): best {name(best)} {ci(cells[best])}; ISW-BC rank "
+                       f"{r['iswbc']}, ILID rank {r['ilid']} of {len(cells)}")
+    return "- " + "\n- ".join(out)
+
+
+BLOCKS = {"table": table_block, "toy": toy_block, "oracle": oracle_block, "tables": tables_block,
+          "budget": budget_block, "labels": labels_block, "copy": copy_block, "newer": newer_block}
+ROOT = "."
+
+
+def fill(text: str, path: str, made: Dict[str, str]) -> str:
+    """`text` with every findings block replaced by its generated markdown (README's links point into docs/)."""
+    for block, md in made.items():
+        opening = f"<!-- findings: {block} -->"
+        if opening not in text:
+            continue
+        if path.endswith("findings.md"):
+            md = md.replace("](docs/", "](")
+        text = report.replace_blocks(path, text, lambda line, o=opening: line.strip() == o,
+                                     lambda line: line.strip() == "<!-- /findings -->", md, opening,
+                                     "<!-- /findings -->")
+    return text
+
+
+def main(args: Args) -> Dict[str, str]:
+    global ROOT
+    ROOT = args.root
+    made = {b: f() for b, f in BLOCKS.items()}
+    if args.print:
+        for b, md in made.items():
+            print(f"<!-- findings: {b} -->\n{md}\n")
+        return made
+    new = {}
+    for doc in DOCS:
+        path = os.path.join(ROOT, doc)
+        with open(path, encoding="utf-8") as f:
+            new[path] = fill(f.read(), doc, made)
+    with contract.together():
+        for path, text in new.items():
+            contract.save_text(path, text)
+    print("filled the findings blocks of " + ", ".join(new))
+    return made
+
+
+if __name__ == "__main__":
+    cli.run(main, Args)

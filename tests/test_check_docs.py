@@ -1,0 +1,107 @@
+"""report.py --check-docs: the hand-typed-number lint and the regenerate-and-compare check (on a stub repository
+whose regeneration script is a few lines, so the test does not regenerate the real tables), and scripts/findings.py
+on the committed results."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+import report
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_hand_typed_finds_decimals_outside_generated_blocks_code_and_links():
+    text = "\n".join([
+        "OILCA scores 6.70 here.",                         # 1: flagged
+        "<!-- findings: table -->",
+        "| a | −5.44 [−5.54, −5.34] |",                     # generated: not flagged
+        "<!-- /findings -->",
+        "run `--ratio 0.5` and see [x](docs/a-1.2.md)",    # code span and link target: not flagged
+        "```",
+        "steps/s 1,240.5",                                 # fenced: not flagged
+        "```",
+        "<!-- report: results/toy -->",
+        "0.25",
+        "<!-- /report -->",
+        "a gap of −0.50 and 3 seeds, Table 5, v1",         # 12: −0.50 flagged; integers are not decimals
+    ])
+    assert report.hand_typed(text) == [(1, "6.70"), (12, "−0.50")]
+
+
+def stub_repo(tmp_path, regenerate: str):
+    """A repository with README.md, docs/findings.md, docs/other.md, results/x/table.md and a regeneration script."""
+    root = tmp_path / "repo"
+    (root / "docs").mkdir(parents=True)
+    (root / "results" / "x").mkdir(parents=True)
+    (root / "scripts").mkdir()
+    (root / "README.md").write_text("# r\n\nno numbers\n")
+    (root / "docs" / "findings.md").write_text("# f\n")
+    (root / "docs" / "other.md").write_text("old 1.5\n")
+    (root / "results" / "x" / "table.md").write_text("| 1.00 |\n")
+    (root / "scripts" / "regenerate_tables.sh").write_text(regenerate)
+    return root
+
+
+def test_check_docs_is_clean_when_nothing_changes_and_writes_nothing(tmp_path):
+    root = stub_repo(tmp_path, "set -e\ncat results/x/table.md > results/x/table.md.new\n"
+                               "mv results/x/table.md.new results/x/table.md\n")
+    assert report.check_docs(str(root)) == []
+    assert (root / "results" / "x" / "table.md").read_text() == "| 1.00 |\n"
+    assert sorted(os.listdir(root / "results" / "x")) == ["table.md"]
+
+
+def test_check_docs_lists_changed_new_and_hand_typed(tmp_path):
+    root = stub_repo(tmp_path, "set -e\necho '| 2.00 |' > results/x/table.md\necho new > docs/extra.md\n")
+    (root / "README.md").write_text("OILCA 6.70\n")
+    problems = report.check_docs(str(root))
+    assert problems == ["README.md:1: hand-typed number 6.70 (cite it through a generated block)",
+                        "results/x/table.md: differs when regenerated",
+                        "docs/extra.md: written by the regeneration but not committed"]
+    assert (root / "results" / "x" / "table.md").read_text() == "| 1.00 |\n"  # the repository is untouched
+    assert not (root / "docs" / "extra.md").exists()
+
+
+def test_check_docs_reports_a_failed_regeneration(tmp_path):
+    root = stub_repo(tmp_path, "echo 'report.py: results/x: no such folder' >&2\nexit 3\n")
+    assert report.check_docs(str(root)) == [
+        "scripts/regenerate_tables.sh failed (exit 3): report.py: results/x: no such folder"]
+
+
+def test_check_docs_cli_exits_non_zero_with_one_line_per_problem(tmp_path):
+    root = stub_repo(tmp_path, "echo '| 2.00 |' > results/x/table.md\n")
+    for entry in ("report.py", "oilca", "analysis", "envs", "training"):
+        os.symlink(os.path.join(ROOT, entry), root / entry)
+    run = subprocess.run([sys.executable, "report.py", "--check-docs"], cwd=root, capture_output=True, text=True)
+    assert run.returncode != 0
+    assert "results/x/table.md: differs when regenerated" in run.stdout
+    assert "1 problem(s)" in run.stderr
+
+
+def test_findings_blocks_from_the_committed_results():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("findings", os.path.join(ROOT, "scripts", "findings.py"))
+    findings = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(findings)
+    made = findings.main(findings.Args(print=True, root=ROOT))
+    assert set(made) == set(findings.BLOCKS)
+    table = made["table"].splitlines()
+    assert table[0].startswith("| benchmark | the paper's order OILCA > DWBC > BC-exp |")
+    assert any(line.startswith("| DeepMind Control, Table 1 | ") for line in table)
+    # the order verdict: intervals apart, means only, no, a missing column
+    cell = lambda m, lo, hi: {"mean": m, "ci": [lo, hi]}  # noqa: E731
+    assert findings.order_verdict({"oilca": cell(3, 2.5, 3.5), "dwbc": cell(2, 1.5, 2.4),
+                                   "bc_exp": cell(1, 0.5, 1.4)}) == "yes"
+    assert findings.order_verdict({"oilca": cell(3, 1.5, 3.5), "dwbc": cell(2, 1.5, 2.4),
+                                   "bc_exp": cell(1, 0.5, 1.4)}) == "means only"
+    assert findings.order_verdict({"oilca": cell(1, 0.5, 1.5), "dwbc": cell(2, 1.5, 2.4),
+                                   "bc_exp": cell(1, 0.5, 1.4)}) == "no"
+    assert findings.order_verdict({"oilca": cell(1, 0.5, 1.5)}) == "—"
+
+
+@pytest.mark.parametrize("doc", ["README.md", "docs/findings.md"])
+def test_the_strict_pages_cite_no_hand_typed_number(doc):
+    with open(os.path.join(ROOT, doc), encoding="utf-8") as f:
+        assert report.hand_typed(f.read()) == []
