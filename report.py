@@ -1136,12 +1136,14 @@ GENERATED = ("docs", "results", "README.md")  # what scripts/regenerate_tables.s
 STRICT_DOCS = ("README.md", "docs/findings.md")  # pages whose prose may cite a result only through a generated block
 BLOCK_OPEN = re.compile(r"^\s*<!--\s*([a-z-]+):.*-->\s*$|^\s*<!--\s*sampler-table\s*-->\s*$")
 BLOCK_CLOSE = re.compile(r"^\s*<!--\s*/[a-z-]+\s*-->\s*$")
+INLINE = re.compile(r"<!--\s*n:.*?<!--\s*/n\s*-->")  # an inline generated number (scripts/findings.py)
 DECIMAL = re.compile(r"(?<![\w.])[−-]?\d+\.\d+(?![\w.])")
 
 
 def hand_typed(text: str) -> list:
     """[(line number, number)] of the decimal numbers in `text` outside generated blocks (`<!-- name: … -->` …
-    `<!-- /name -->`), fenced code, inline code and link targets: the numbers a person typed by hand."""
+    `<!-- /name -->`), inline generated numbers (`<!--n: … -->` … `<!--/n-->`), fenced code, inline code and link
+    targets: the numbers a person typed by hand."""
     out, generated, fenced = [], False, False
     for n, line in enumerate(text.splitlines(), 1):
         if line.strip().startswith("```"):
@@ -1155,7 +1157,7 @@ def hand_typed(text: str) -> list:
             continue
         if generated or fenced:
             continue
-        prose = re.sub(r"`[^`]*`", "", re.sub(r"\]\([^)]*\)", "]", line))
+        prose = re.sub(r"`[^`]*`", "", re.sub(r"\]\([^)]*\)", "]", INLINE.sub("", line)))
         out += [(n, m.group(0)) for m in DECIMAL.finditer(prose)]
     return out
 

@@ -10,19 +10,25 @@ generated text of NAME (the blocks are listed in BLOCKS). What each block comput
     training seeds of docs/tables.md; for the budget study the paired gaps of its summary, over draws). OILCA's rank
     and the best column are by mean return among the paper's seven columns (BC-exp, BC-all, ORIL, BCND, LobsDICE,
     DWBC, OILCA) that ran. The evidence is data draws × training seeds × policy gradient steps, read from the results.
-  * `toy`, `tables`, `budget`, `labels`, `oracle`: the numbers the findings page cites, each a generated sentence.
+  * `toy`, `tables`, `budget`, `labels`, `oracle`, `copy`, `newer`: the numbers the findings page cites, each a
+    generated sentence.
+Also fills every inline number of README.md and docs/*.md, `<!--n: FOLDER METHOD SPLIT [success] [mean] [digits=K]-->`
+… `<!--/n-->`: one cell (or, with METHOD `x-y`, the paired gap x − y) of a results folder, so that prose can cite a
+number that is generated (see `snippet`).
 Inputs: results/toy, results/toy_paper, the Table 5-size task folders results/{dmc,cw}_<task>_t5 (report.paper_rows),
 results/toy_study_summary.json, results/toy_budget_gpu, results/dmc_cartpole-swingup_t5_gpu,
 results/toy_labels_summary.json, results/toy_main_labels_summary.json, and the control folders results/toy,
 results/dmc_cartpole-swingup, results/cw_pushing. `report.py --check-docs` checks that every block is up to date.
 """
 
+import glob
 import json
 import os
+import re
 import sys
 from collections import Counter
 from dataclasses import dataclass
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -44,6 +50,8 @@ class Args:
     """print every block and write nothing"""
     root: str = "."
     """the repository root whose results/ and docs are read (and whose docs are filled)"""
+    pages: Tuple[str, ...] = ()
+    """fill only these pages (paths relative to --root; not given: README.md and every docs/*.md)"""
 
 
 def name(m: str) -> str:
@@ -343,6 +351,55 @@ BLOCKS = {"table": table_block, "toy": toy_block, "oracle": oracle_block, "table
 ROOT = "."
 
 
+# ------------------------------------------------------------------------------------------------- inline numbers
+SNIPPET = re.compile(r"<!--\s*n:\s*([^>]*?)\s*-->(.*?)<!--\s*/n\s*-->")
+_FOLDERS: Dict[str, dict] = {}
+
+
+def seed_scores(folder: str) -> dict:
+    """report.per_seed of a results folder, returns and success, loaded once."""
+    if folder not in _FOLDERS:
+        rows = report.load_results(os.path.join(ROOT, folder))
+        _FOLDERS[folder] = {"return": report.per_seed(rows), "success": report.per_seed(rows, "success")}
+    return _FOLDERS[folder]
+
+
+def snippet(spec: str, where: str) -> str:
+    """The text of one inline number `<!--n: FOLDER METHOD SPLIT [success] [mean] [digits=K]-->`: the per-seed mean
+    return (or success) of METHOD on SPLIT in the results folder FOLDER, over its training seeds, as `mean [lo, hi]`
+    (95% percentile bootstrap, report.py's cell; `mean`: the mean alone). METHOD `x-y` (two method ids joined by a
+    hyphen-minus between ids that exist) is the paired gap x − y over the seeds both have. `digits=K`: K decimals
+    (default 2)."""
+    words = spec.split()
+    if len(words) < 3:
+        raise ValueError(f"{where}: inline number '{spec}': needs FOLDER METHOD SPLIT")
+    folder, method, split, opts = words[0], words[1], words[2], words[3:]
+    metric = "success" if "success" in opts else "return"
+    digits = next((int(o.split("=", 1)[1]) for o in opts if o.startswith("digits=")), 2)
+    bad = [o for o in opts if o not in ("success", "mean") and not o.startswith("digits=")]
+    if bad:
+        raise ValueError(f"{where}: inline number '{spec}': unknown option {bad[0]}")
+    scores = seed_scores(folder)[metric]
+    if (method, split) in scores:
+        c = stats.cell(list(scores[(method, split)].values()))
+    else:
+        pair = [(method[:i], method[i + 1:]) for i in range(len(method)) if method[i] == "-"
+                and (method[:i], split) in scores and (method[i + 1:], split) in scores]
+        if not pair:
+            raise ValueError(f"{where}: inline number '{spec}': no {metric} of {method} on split {split} in {folder}")
+        x, y = pair[0]
+        c = stats.paired_gap(scores[(x, split)], scores[(y, split)])
+    f = lambda v: f"{v:.{digits}f}".replace("-", "−")  # noqa: E731
+    if "mean" in opts or not c.get("ci"):
+        return f(c["mean"])
+    return f"{f(c['mean'])} [{f(c['ci'][0])}, {f(c['ci'][1])}]"
+
+
+def fill_snippets(text: str, path: str) -> str:
+    """`text` with every inline number's text regenerated."""
+    return SNIPPET.sub(lambda m: f"<!--n: {m.group(1)}-->{snippet(m.group(1), path)}<!--/n-->", text)
+
+
 def fill(text: str, path: str, made: Dict[str, str]) -> str:
     """`text` with every findings block replaced by its generated markdown (README's links point into docs/)."""
     for block, md in made.items():
@@ -360,20 +417,28 @@ def fill(text: str, path: str, made: Dict[str, str]) -> str:
 def main(args: Args) -> Dict[str, str]:
     global ROOT
     ROOT = args.root
-    made = {b: f() for b, f in BLOCKS.items()}
+    made = {b: f() for b, f in BLOCKS.items()} if args.print or not args.pages \
+        or set(map(os.path.normpath, args.pages)) & set(DOCS) else {}
     if args.print:
         for b, md in made.items():
             print(f"<!-- findings: {b} -->\n{md}\n")
         return made
     new = {}
-    for doc in DOCS:
+    pages = list(args.pages) or list(DOCS) + sorted(os.path.relpath(p, ROOT)
+                                                    for p in glob.glob(os.path.join(ROOT, "docs", "*.md")))
+    for doc in dict.fromkeys(os.path.normpath(p) for p in pages):
+        if not os.path.isfile(os.path.join(ROOT, doc)):
+            raise ValueError(f"--pages {doc}: no such file under {ROOT}")
         path = os.path.join(ROOT, doc)
         with open(path, encoding="utf-8") as f:
-            new[path] = fill(f.read(), doc, made)
+            old = f.read()
+        text = fill_snippets(fill(old, doc, made) if doc in DOCS else old, doc)
+        if text != old:
+            new[path] = text
     with contract.together():
         for path, text in new.items():
             contract.save_text(path, text)
-    print("filled the findings blocks of " + ", ".join(new))
+    print("filled the findings blocks and inline numbers of " + (", ".join(new) or "no page (all up to date)"))
     return made
 
 

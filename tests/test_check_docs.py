@@ -105,3 +105,21 @@ def test_findings_blocks_from_the_committed_results():
 def test_the_strict_pages_cite_no_hand_typed_number(doc):
     with open(os.path.join(ROOT, doc), encoding="utf-8") as f:
         assert report.hand_typed(f.read()) == []
+
+
+def test_inline_numbers_are_generated_and_not_hand_typed(tmp_path):
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("findings", os.path.join(ROOT, "scripts", "findings.py"))
+    findings = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(findings)
+    findings.ROOT = ROOT
+    line = ("OILCA <!--n: results/toy oilca train-->stale<!--/n--> against DWBC <!--n: results/toy dwbc train mean "
+            "digits=1-->x<!--/n-->, gap <!--n: results/toy oilca-dwbc train-->y<!--/n-->")
+    out = findings.fill_snippets(line, "page.md")
+    cell = report.stats.cell(list(report.per_seed(report.load_results(os.path.join(ROOT, "results/toy")))
+                                  [("oilca", "train")].values()))
+    assert "<!--n: results/toy oilca train-->" + f"{cell['mean']:.2f} [".replace("-", "−") in out
+    assert "stale" not in out and report.hand_typed(out) == []
+    assert findings.fill_snippets(out, "page.md") == out  # filling twice changes nothing
+    with pytest.raises(ValueError, match="page.md: inline number 'results/toy nosuch train'"):
+        findings.fill_snippets("<!--n: results/toy nosuch train-->0<!--/n-->", "page.md")
