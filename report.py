@@ -1144,8 +1144,16 @@ def hand_typed(text: str) -> list:
     """[(line number, number)] of the decimal numbers in `text` outside generated blocks (`<!-- name: … -->` …
     `<!-- /name -->`), inline generated numbers (`<!--n: … -->` … `<!--/n-->`), fenced code, inline code and link
     targets: the numbers a person typed by hand."""
-    out, generated, fenced = [], False, False
+    out, generated, fenced, open_code = [], False, False, False
     for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            open_code = False  # a code span ends with its paragraph
+        if open_code:
+            line = "`" + line  # a code span opened on an earlier line of the paragraph
+        if line.count("`") % 2 and not line.lstrip().startswith("```"):
+            line, open_code = line + "`", True
+        else:
+            open_code = False
         if line.strip().startswith("```"):
             fenced = not fenced
             continue

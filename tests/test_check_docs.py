@@ -29,6 +29,9 @@ def test_hand_typed_finds_decimals_outside_generated_blocks_code_and_links():
         "a gap of −0.50 and 3 seeds, Table 5, v1",         # 12: −0.50 flagged; integers are not decimals
     ])
     assert report.hand_typed(text) == [(1, "6.70"), (12, "−0.50")]
+    # a code span that runs over a line break, within a paragraph; a blank line ends it
+    assert report.hand_typed("see `runner.py --x\n--ratio 0.5` and 1.5\n\n`unclosed 2.5\n\n3.5") == \
+        [(2, "1.5"), (6, "3.5")]
 
 
 def stub_repo(tmp_path, regenerate: str):
