@@ -120,6 +120,7 @@ NO_ENV = "env not recorded"
 DOC_OPEN = re.compile(r"^\s*<!--\s*report:\s*(.*?)\s*-->\s*$")
 DOC_CLOSE = re.compile(r"^\s*<!--\s*/report\s*-->\s*$")
 PAPER_NOTE = "note.md"  # a one-line note in a task's results folder: a footnote on its row of the paper tables
+N_ORDER_RESAMPLES = stats.N_RESAMPLES  # the paired gaps behind the OILCA-against-DWBC counts
 PAPER_VERDICTS = ("above", "tie", "below", "one seed", "not run")  # OILCA against DWBC on one task row
 UNDER_COVERS = ("a percentile bootstrap over 3–5 seeds under-covers: its intervals are narrower than a 95% interval "
                 "should be, so read them as a description of these seeds, not as a guarantee")
@@ -166,8 +167,8 @@ class Args:
     check_docs: bool = False
     """regenerate every generated table, figure and doc block (scripts/regenerate_tables.sh) on a scratch copy of
     docs/, results/ and README.md, list each file that differs from the committed one, check that README.md and
-    docs/findings.md cite no hand-typed decimal number outside a generated block, and exit non-zero on any finding;
-    nothing in the repository is written"""
+    docs/*.md cite no hand-typed decimal number outside generated blocks, inline generated numbers, code and recorded
+    output, and exit non-zero on any finding; nothing in the repository is written"""
 
 
 def present_splits(rows: list) -> tuple:
@@ -799,7 +800,7 @@ def paper_rows(number: int, pattern: str, c_pattern: str, n_resamples: int = sta
             method = "oilca" if number == 7 else col
             ret, suc = returns.get((method, split)), success.get((method, split))
             mine = [r for r in rows if (r["method"], r["split"]) == (method, split)]
-            cells[col] = {"folder": folder, "method": method, "seeds": sorted(ret or {}),
+            cells[col] = {"folder": folder, "method": method, "seeds": sorted(ret or {}), "scores": dict(ret or {}),
                           "steps": sorted({r.get("train_args", {}).get("total_steps") for r in mine} - {None}),
                           "episodes": sorted({len(r["returns"]) for r in mine}),
                           "fingerprints": sorted({r["dataset_fingerprint"] for r in mine
@@ -833,14 +834,15 @@ def paper_rows(number: int, pattern: str, c_pattern: str, n_resamples: int = sta
 
 def oilca_vs_dwbc(row: dict) -> tuple:
     """(ours, paper): `above`, `tie` or `below` for OILCA against DWBC on one task row; ours from the 95% bootstrap
-    intervals (`one seed` when either has no interval, `not run` when either is missing), the paper's from mean ± s."""
+    interval of the paired gap OILCA − DWBC over the seeds both have (the same data and training seed: above when the
+    interval lies above 0, below when below, tie when it holds 0; `one seed` when they share fewer than two seeds,
+    `not run` when either is missing), the paper's from mean ± s (it prints no seeds to pair)."""
     o, d = row["cells"]["oilca"], row["cells"]["dwbc"]
     if o["ours"] is None or d["ours"] is None:
         ours = "not run"
-    elif o["ours"]["ci"] is None or d["ours"]["ci"] is None:
-        ours = "one seed"
     else:
-        ours = stats.interval_order(o["ours"]["ci"], d["ours"]["ci"])
+        gap = stats.paired_gap(o["scores"], d["scores"], N_ORDER_RESAMPLES)
+        ours = "one seed" if gap is None or gap["ci"] is None else stats.interval_order(gap["ci"], (0.0, 0.0))
     (om, os_), (dm, ds) = o["paper"], d["paper"]
     return ours, stats.interval_order((om - os_, om + os_), (dm - ds, dm + ds))
 
@@ -908,10 +910,10 @@ def paper_summary(number: int, rows: list) -> str:
     cols = paper_results.TABLES[number]["columns"]
     if "dwbc" in cols:
         k = paper_counts(rows)
-        md = (f"OILCA against DWBC, tasks of {len(rows)}: above (OILCA's interval wholly above DWBC's), tied (the "
-              f"intervals overlap or touch), below (wholly below). Ours use the {stats.CI_LEVEL:.0%} bootstrap "
-              f"intervals (one seed: no interval); the paper's use mean ± s as the interval, since it prints no "
-              f"interval:\n\n| source | above | tied | below | one seed | not run |\n|---|---|---|---|---|---|\n"
+        md = (f"OILCA against DWBC, tasks of {len(rows)}: above, tied or below. Ours: the {stats.CI_LEVEL:.0%} "
+              f"bootstrap interval of the paired gap OILCA − DWBC over the training seeds both have (same data and "
+              f"seed) lies above 0, holds 0, or lies below 0 (one seed: no interval); the paper's: OILCA's mean ± s "
+              f"wholly above DWBC's, overlapping, or wholly below, since it prints neither seeds nor intervals:\n\n| source | above | tied | below | one seed | not run |\n|---|---|---|---|---|---|\n"
               "| ours | " + " | ".join(str(k["ours"][v]) for v in PAPER_VERDICTS) + " |\n"
               "| paper | " + " | ".join(str(k["paper"][v]) for v in PAPER_VERDICTS[:3]) + " | — | — |")
     else:
@@ -1133,7 +1135,7 @@ def main_aggregate(args: Args, pairs: list) -> str:
 
 # ------------------------------------------------------------------------------------------------- --check-docs
 GENERATED = ("docs", "results", "README.md")  # what scripts/regenerate_tables.sh writes
-STRICT_DOCS = ("README.md", "docs/findings.md")  # pages whose prose may cite a result only through a generated block
+STRICT_DOCS = ("README.md", "docs/*.md")  # pages whose prose may cite a number only through a generated block
 BLOCK_OPEN = re.compile(r"^\s*<!--\s*([a-z-]+):.*-->\s*$|^\s*<!--\s*sampler-table\s*-->\s*$")
 BLOCK_CLOSE = re.compile(r"^\s*<!--\s*/[a-z-]+\s*-->\s*$")
 INLINE = re.compile(r"<!--\s*n:.*?<!--\s*/n\s*-->")  # an inline generated number (scripts/findings.py)
@@ -1157,6 +1159,7 @@ def hand_typed(text: str) -> list:
         if line.strip().startswith("```"):
             fenced = not fenced
             continue
+        line = INLINE.sub("", line)  # an inline generated number is no block marker, and no hand-typed number
         if BLOCK_CLOSE.match(line):
             generated = False
             continue
@@ -1187,7 +1190,7 @@ def check_docs(root: str = ".") -> list:
     and hand-typed decimals in STRICT_DOCS."""
     root = os.path.abspath(root)
     problems = []
-    for doc in STRICT_DOCS:
+    for doc in sorted({os.path.relpath(p, root) for pattern in STRICT_DOCS for p in glob.glob(os.path.join(root, pattern))}):
         with open(os.path.join(root, doc), encoding="utf-8") as f:
             problems += [f"{doc}:{n}: hand-typed number {x} (cite it through a generated block)"
                          for n, x in hand_typed(f.read())]
@@ -1227,7 +1230,7 @@ def main(args: Args) -> str:
         if problems:
             raise SystemExit(f"report.py --check-docs: {len(problems)} problem(s), listed above")
         print("report.py --check-docs: every generated table, figure and doc block is up to date; README.md and "
-              "docs/findings.md cite no hand-typed number")
+              "docs/*.md cite no hand-typed number")
         return ""
     pairs, gaps = parse_pairs("--pairs", args.pairs), parse_pairs("--gaps", args.gaps)
     if args.paper_table is not None:

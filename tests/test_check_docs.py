@@ -29,6 +29,8 @@ def test_hand_typed_finds_decimals_outside_generated_blocks_code_and_links():
         "a gap of −0.50 and 3 seeds, Table 5, v1",         # 12: −0.50 flagged; integers are not decimals
     ])
     assert report.hand_typed(text) == [(1, "6.70"), (12, "−0.50")]
+    # a line that starts with an inline generated number opens no block: the next line is still read
+    assert report.hand_typed("<!--n: results/toy oilca train-->1.0 [0.5, 1.5]<!--/n--> and\nthen 2.5") == [(2, "2.5")]
     # a code span that runs over a line break, within a paragraph; a blank line ends it
     assert report.hand_typed("see `runner.py --x\n--ratio 0.5` and 1.5\n\n`unclosed 2.5\n\n3.5") == \
         [(2, "1.5"), (6, "3.5")]
@@ -42,7 +44,7 @@ def stub_repo(tmp_path, regenerate: str):
     (root / "scripts").mkdir()
     (root / "README.md").write_text("# r\n\nno numbers\n")
     (root / "docs" / "findings.md").write_text("# f\n")
-    (root / "docs" / "other.md").write_text("old 1.5\n")
+    (root / "docs" / "other.md").write_text("old text, `--ratio 0.5`\n")
     (root / "results" / "x" / "table.md").write_text("| 1.00 |\n")
     (root / "scripts" / "regenerate_tables.sh").write_text(regenerate)
     return root
@@ -93,19 +95,21 @@ def test_findings_blocks_from_the_committed_results():
     table = made["table"].splitlines()
     assert table[0].startswith("| benchmark | the paper's order OILCA > DWBC > BC-exp |")
     assert any(line.startswith("| DeepMind Control, Table 1 | ") for line in table)
-    # the order verdict: intervals apart, means only, no, a missing column
-    cell = lambda m, lo, hi: {"mean": m, "ci": [lo, hi]}  # noqa: E731
-    assert findings.order_verdict({"oilca": cell(3, 2.5, 3.5), "dwbc": cell(2, 1.5, 2.4),
-                                   "bc_exp": cell(1, 0.5, 1.4)}) == "yes"
-    assert findings.order_verdict({"oilca": cell(3, 1.5, 3.5), "dwbc": cell(2, 1.5, 2.4),
-                                   "bc_exp": cell(1, 0.5, 1.4)}) == "means only"
-    assert findings.order_verdict({"oilca": cell(1, 0.5, 1.5), "dwbc": cell(2, 1.5, 2.4),
-                                   "bc_exp": cell(1, 0.5, 1.4)}) == "no"
-    assert findings.order_verdict({"oilca": cell(1, 0.5, 1.5)}) == "—"
+    # the order verdict: both paired gaps above 0, means in order only, no, a missing column
+    cell = lambda *scores: {"mean": sum(scores) / len(scores), "seeds": dict(enumerate(scores))}  # noqa: E731
+    assert findings.order_verdict({"oilca": cell(3, 4, 5), "dwbc": cell(2, 3, 4), "bc_exp": cell(1, 2, 3)}) == "yes"
+    # overlapping cells, but every seed's gap is +1: the paired gaps say above
+    assert findings.order_verdict({"oilca": cell(3, 13, 23), "dwbc": cell(2, 12, 22),
+                                   "bc_exp": cell(1, 11, 21)}) == "yes"
+    assert findings.order_verdict({"oilca": cell(3, 4, 8), "dwbc": cell(2, 5, 4), "bc_exp": cell(1, 2, 3)}) == \
+        "means only"
+    assert findings.order_verdict({"oilca": cell(1, 2, 3), "dwbc": cell(2, 3, 4), "bc_exp": cell(1, 2, 3)}) == "no"
+    assert findings.order_verdict({"oilca": cell(1, 2, 3)}) == "—"
 
 
-@pytest.mark.parametrize("doc", ["README.md", "docs/findings.md"])
-def test_the_strict_pages_cite_no_hand_typed_number(doc):
+@pytest.mark.parametrize("doc", ["README.md"] + sorted(os.path.relpath(p, ROOT) for p in
+                                                      __import__("glob").glob(os.path.join(ROOT, "docs", "*.md"))))
+def test_the_pages_cite_no_hand_typed_number(doc):
     with open(os.path.join(ROOT, doc), encoding="utf-8") as f:
         assert report.hand_typed(f.read()) == []
 

@@ -135,7 +135,8 @@ def test_table_1_cell_numbers_ranks_and_not_run(tmp_path):
 def test_oilca_against_dwbc_counts_every_verdict(tmp_path):
     env = "dmc:{}".format
     cases = {"cartpole-swingup": ([100.0, 101.0, 102.0], [10.0, 11.0, 12.0]),  # above
-             "cheetah-run": ([10.0, 20.0, 30.0], [15.0, 25.0, 35.0]),  # tied: the intervals overlap
+             "cheetah-run": ([10.0, 20.0, 30.0], [15.0, 15.0, 25.0]),  # tied: the paired gap's interval holds 0
+             "walker-walk": ([10.0, 20.0, 30.0], [15.0, 25.0, 35.0]),  # overlapping cells, paired gap −5: below
              "finger-turn_hard": ([10.0, 11.0, 12.0], [100.0, 101.0, 102.0]),  # below
              "fish-swim": ([10.0, 11.0, 12.0], [100.0, 101.0, 102.0]),  # below, a second time
              "humanoid-run": ([50.0], [10.0, 11.0])}  # one seed: no interval
@@ -147,12 +148,12 @@ def test_oilca_against_dwbc_counts_every_verdict(tmp_path):
     verdicts = {r["task"]: report.oilca_vs_dwbc(r)[0] for r in rows}
     assert verdicts == {"cartpole-swingup": "above", "cheetah-run": "tie", "finger-turn_hard": "below",
                         "fish-swim": "below", "humanoid-run": "one seed", "manipulator-insert_ball": "not run",
-                        "manipulator-insert_peg": "not run", "walker-stand": "not run", "walker-walk": "not run"}
+                        "manipulator-insert_peg": "not run", "walker-stand": "not run", "walker-walk": "below"}
     counts = report.paper_counts(rows)
-    assert counts["ours"] == {"above": 1, "tie": 1, "below": 2, "one seed": 1, "not run": 4}
+    assert counts["ours"] == {"above": 1, "tie": 1, "below": 3, "one seed": 1, "not run": 3}
     assert counts["paper"] == {"above": 9, "tie": 0, "below": 0}  # Table 1: OILCA − s > DWBC + s on every task
     md = report.paper_markdown(1, rows, pattern(tmp_path), "{folder}-c{c}", n_resamples=2000)
-    assert "| ours | 1 | 1 | 2 | 1 | 4 |" in md and "| paper | 9 | 0 | 0 | — | — |" in md
+    assert "| ours | 1 | 1 | 3 | 1 | 3 |" in md and "| paper | 9 | 0 | 0 | — | — |" in md
 
 
 def test_paper_counts_use_mean_plus_minus_s():
