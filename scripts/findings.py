@@ -189,9 +189,10 @@ def labels_row(label: str, path: str) -> dict:
     with open(os.path.join(ROOT, path)) as f:
         s = json.load(f)
     best_base = s["best_baseline"]["train"]
-    above = [r for r in s["rows"] if r["split"] == "train" and r.get("minus_best") and r["minus_best"].get("ci")
-             and r["minus_best"]["ci"][0] > 0]
-    ret = {r["method"]: r["return"] for r in s["rows"] if r["split"] == "train"}
+    n_draws = len(s["draws"])
+    full = [r for r in s["rows"] if r["split"] == "train" and r["return"].get("n_groups", 1) == n_draws]
+    above = [r for r in full if r.get("minus_best") and r["minus_best"].get("ci") and r["minus_best"]["ci"][0] > 0]
+    ret = {r["method"]: r["return"] for r in full}  # a row on fewer draws than the summary's is left out
     n_seeds = [v["n"] // max(v.get("n_groups", 1), 1) for v in ret.values()]
     steps = []
     for folder in s["inputs"]["results"]:
@@ -230,7 +231,7 @@ def table_block() -> str:
             "both have; for the CPU budget study, over data draws, then seeds) both lie above 0; `means only` when the "
             "means are in that order but an interval holds 0. Ranks and the best column are by mean return among the paper's seven "
             "columns that ran (the label rows: among BC-exp, DWBC, the best baseline, OILCA, OILCA with oracle labels "
-            "and each source). CausalWorld and DeepMind Control rows count tasks; rows without an expert are "
+            "and each source, those run on every draw of the row). CausalWorld and DeepMind Control rows count tasks; rows without an expert are "
             "included (footnoted in [docs/tables.md](docs/tables.md)).")
 
 
@@ -319,7 +320,8 @@ def labels_block() -> str:
                     share = r.get("oracle_share") or {}
                     sh = (f", share of the oracle's gain {share['share']:.2f}" if share.get("defined") else "")
                     out.append(f"{path} ({len(s['draws'])} draw(s), {SPLIT_WORDS[split]}): {name(r['method'])} "
-                               f"{ci(r['return'])}; − {name(base)} {ci(r['minus_best'])}{sh}")
+                               f"{ci(r['return'])} ({r['return']['n']} runs over "
+                               f"{r['return'].get('n_groups', 1)} draw(s)); − {name(base)} {ci(r['minus_best'])}{sh}")
     return "- " + "\n- ".join(out)
 
 

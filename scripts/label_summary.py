@@ -90,13 +90,33 @@ def share(draws: List[Tuple[np.ndarray, np.ndarray]], n: int) -> dict:
     return out
 
 
+def selected_as_oilca(folder: str, scores: dict) -> dict:
+    """`scores` with OILCA's results standing in for the offline-selected sampler's (`oilca_selected`) where the folder
+    has none and its sampler_selection.json chose BC-exp: OILCA's own sampler is BC-exp's policy, so the selected run
+    trains on the same augmented data with the same seed (on results/toy, where the rule chose BC-exp and both ran,
+    their per-episode returns are equal for every seed and split). Without this a draw where the rule chose BC-exp
+    would drop out of the selected sampler's row, and with it, a draw where the choice may have been a poor one."""
+    try:
+        with open(os.path.join(folder, "sampler_selection.json")) as f:
+            choice = json.load(f).get("choice")
+    except (OSError, ValueError):
+        return scores
+    if choice != "bc_exp":
+        return scores
+    out = dict(scores)
+    for (m, split), v in scores.items():
+        if m == "oilca" and ("oilca_selected", split) not in scores:
+            out[("oilca_selected", split)] = v
+    return out
+
+
 def summarise(folders: List[str], n: int) -> dict:
     labels = [os.path.basename(os.path.normpath(f)) for f in folders]
     envs_seen, draws = set(), []
     for f in folders:
         rows = report.load_results(f)
         envs_seen.update(str(r.get("env")) for r in rows)
-        draws.append(report.per_seed(rows))
+        draws.append(selected_as_oilca(f, report.per_seed(rows)))
     if len(envs_seen) > 1:
         raise ValueError(f"--results: the folders hold results of several envs ({', '.join(sorted(envs_seen))}); give "
                          f"the draws of one benchmark")

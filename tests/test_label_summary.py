@@ -58,3 +58,27 @@ def test_bad_inputs(tmp_path):
     assert one_line_error(run("scripts/label_summary.py", "--results", str(tmp_path / "d"), "--out",
                               str(tmp_path / "x.json"), ok=False), "no OILCA results")
     assert not (tmp_path / "x.json").exists()
+
+
+def test_a_draw_whose_rule_chose_bc_exp_counts_oilca_as_the_selected_sampler(tmp_path):
+    folders = [str(tmp_path / f"d{i}") for i in range(2)]
+    for i, f in enumerate(folders):
+        draw(f, shift=i)
+    write(folders[0], "oilca_selected", [5.0, 5.3, 4.7])  # draw 0 ran it (the rule chose BC-all there)
+    for f, choice in zip(folders, ("bc_all", "bc_exp")):
+        with open(f"{f}/sampler_selection.json", "w") as fh:
+            json.dump({"choice": choice}, fh)
+    out = str(tmp_path / "s.json")
+    run("scripts/label_summary.py", "--results", *folders, "--out", out, "--resamples", "200")
+    with open(out) as f:
+        rows = json.load(f)["rows"]
+    sel = next(r for r in rows if r["method"] == "oilca_selected" and r["split"] == "train")
+    assert sel["return"]["n_groups"] == 2 and sel["return"]["n"] == 6  # draw 1 counts, with OILCA's runs
+    assert [d["mean"] for d in sel["per_draw"]] == pytest.approx([5.0, 1.0])
+    # a draw whose rule chose another sampler and lacks the run stays out
+    with open(f"{folders[1]}/sampler_selection.json", "w") as fh:
+        json.dump({"choice": "dwbc"}, fh)
+    run("scripts/label_summary.py", "--results", *folders, "--out", out, "--resamples", "200")
+    with open(out) as f:
+        rows = json.load(f)["rows"]
+    assert next(r for r in rows if r["method"] == "oilca_selected" and r["split"] == "train")["return"]["n_groups"] == 1
