@@ -152,13 +152,9 @@ def test_bcnd_logs_every_round(tiny_dataset, tmp_path):
 
 
 # subprocess smoke runs and errors -----------------------------------------------------------------------------------
-def test_scripts_run_and_fail_in_one_line(tiny_dataset, tmp_path):
-    small = ["--hidden", "16", "--eval-episodes", "2"]
-    for script, extra, tag in (("train_oril.py", ["--reward-steps", "10", "--total-steps", "10"], "[oril]"),
-                               ("train_bcnd.py", ["--n-policies", "2", "--n-rounds", "1", "--epochs", "1"], "[bcnd]"),
-                               ("train_lobsdice.py", ["--total-steps", "10"], "[lobsdice]")):
-        proc = run(script, "--dataset", tiny_dataset, "--out-dir", str(tmp_path / script), *small, *extra, ok=False)
-        assert proc.returncode == 0 and tag in proc.stdout, proc.stdout + proc.stderr
+def test_scripts_fail_in_one_line(tiny_dataset, tmp_path):
+    """The three scripts' runs from a shell are the main-job test's (tests/test_smoke.py, `--methods ... baselines`);
+    here their refusals: one line on stderr, nothing written."""
     all_expert = str(tmp_path / "all_expert.npz")
     arrays = dict(np.load(tiny_dataset))
     contract.save_npz(all_expert, {**arrays, "expert": np.ones_like(arrays["expert"])})

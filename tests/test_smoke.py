@@ -71,41 +71,37 @@ def test_collect_rejects_unknown_or_unavailable_envs(tmp_path):
 
 
 def test_policy_stages_chain(tmp_path):
+    """The stages by hand, as a user runs them from a shell: collect → iVAE → BC-exp (the sampler) → augment → DWBC on
+    the augmented data (OILCA) → evaluate → report. BC-all, DWBC on D_all and the baselines run through the same
+    scripts in the runner tests and the main-job test; a stage's one-line refusals are tests/test_faults.py's."""
     data = str(tmp_path / "toy.npz")
     run("collect_data.py", "--out", data, "--toy.n-classes", "2", "--toy.episodes-per-class", "10", "--toy.env.episode-len", "20")
     run("train_ivae.py", "--dataset", data, "--out-dir", str(tmp_path / "ivae"), "--total-steps", "40", "--restarts", "1",
         "--no-compare", "--hidden", "16")
     small = ["--total-steps", "40", "--hidden", "16", "--eval-every", "20", "--eval-episodes", "4"]
     run("train_bc.py", "--dataset", data, "--out-dir", str(tmp_path / "bc_exp"), *small)
-    run("train_bc.py", "--dataset", data, "--data", "all", "--out-dir", str(tmp_path / "bc_all"), *small)
     proc = run("augment.py", "--dataset", data, "--ivae", str(tmp_path / "ivae" / "ivae.pt"), "--out", str(tmp_path / "aug.npz"),
                "--sampler", str(tmp_path / "bc_exp" / "policy.pt"), "--ratio", "0.3")
     assert "augmented" in proc.stdout
-    run("train_dwbc.py", "--dataset", data, "--out-dir", str(tmp_path / "dwbc"), *small)
     proc = run("train_dwbc.py", "--dataset", str(tmp_path / "aug.npz"), "--out-dir", str(tmp_path / "oilca"), *small)
     assert "[oilca]" in proc.stdout
     progress = open(tmp_path / "oilca" / "progress.csv").read().splitlines()
     assert progress[0].startswith("step,") and len(progress) == 3  # header + evaluations at steps 20 and 40
     results = tmp_path / "results"
-    for method in ("bc_exp", "bc_all", "dwbc", "oilca"):
+    for method in ("bc_exp", "oilca"):
         run("evaluate.py", "--policy", str(tmp_path / method / "policy.pt"), "--split", "train", "heldout", "--episodes", "4",
             "--out", str(results / (method + "_{split}.json")))
-    assert len(list(results.glob("*.json"))) == 8
+    assert len(list(results.glob("*.json"))) == 4
     proc = run("report.py", "--results", str(results))
     assert "| oilca |" in proc.stdout and "**" in proc.stdout
-    for name in ("table.md", "fig4.png", "fig5.png"):
+    for name in ("table.md", "fig4.png"):
         assert (results / name).exists()
-    # errors are one line on stderr
-    other = str(tmp_path / "other.npz")
-    run("collect_data.py", "--out", other, "--toy.n-classes", "2", "--toy.episodes-per-class", "10", "--toy.env.episode-len", "20", "--seed", "7")
-    proc = run("augment.py", "--dataset", other, "--ivae", str(tmp_path / "ivae" / "ivae.pt"), "--out", str(tmp_path / "x.npz"), ok=False)
-    assert one_line_error(proc, "fit on another dataset"), proc.stderr
 
 
 @pytest.mark.slow
 def test_main_job_runs_on_a_tiny_config(tmp_path):
     """The README's main command (scripts/toy_pipeline.sh → runner.py) end to end on a tiny grid, baselines included."""
-    flags = ["--root", str(tmp_path), "--seeds", "0", "1", "--fig5-seeds", "0", "--fig5-ratios", "0.25", "--steps", "60",
+    flags = ["--root", str(tmp_path), "--seeds", "0", "--fig5-seeds", "0", "--fig5-ratios", "0.25", "--steps", "60",
              "--episodes", "6", "--ivae-steps", "60", "--methods", "bc_exp", "bc_all", "dwbc", "oilca", "baselines",
              "--collect-flags=--toy.n-classes 2 --toy.episodes-per-class 6 --toy.env.episode-len 20"]  # a small dataset
     proc = subprocess.run(["bash", "scripts/toy_pipeline.sh", *flags], cwd=ROOT, capture_output=True, text=True, timeout=900)
