@@ -1185,6 +1185,16 @@ def files_under(root: str, names) -> dict:
     return out
 
 
+def git_ignored(root: str, paths) -> set:
+    """The paths (relative to root) that git ignores there (e.g. the figures under results/, which stay out of git and
+    so are new in every fresh clone's regeneration); none outside a git checkout."""
+    if not paths or not os.path.isdir(os.path.join(root, ".git")):
+        return set()
+    run = subprocess.run(["git", "check-ignore", "--stdin"], cwd=root, input="\n".join(sorted(paths)),
+                         capture_output=True, text=True)
+    return set(run.stdout.split("\n")) & set(paths)
+
+
 def check_docs(root: str = ".") -> list:
     """The problems --check-docs finds (an empty list: none): files that regenerate differently, appear or vanish,
     and hand-typed decimals in STRICT_DOCS."""
@@ -1213,7 +1223,8 @@ def check_docs(root: str = ".") -> list:
         before, after = files_under(root, GENERATED), files_under(scratch, GENERATED)
         problems += [f"{p}: differs when regenerated" for p in sorted(before.keys() & after.keys())
                      if before[p] != after[p]]
-        problems += [f"{p}: written by the regeneration but not committed" for p in sorted(after.keys() - before.keys())]
+        new = sorted(set(after) - set(before) - git_ignored(root, set(after) - set(before)))
+        problems += [f"{p}: written by the regeneration but not committed" for p in new]
         problems += [f"{p}: gone after the regeneration" for p in sorted(before.keys() - after.keys())]
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

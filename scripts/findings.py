@@ -41,6 +41,8 @@ from oilca import cli, contract  # noqa: E402
 SEVEN = ("bc_exp", "bc_all", "oril", "bcnd", "lobsdice", "dwbc", "oilca")  # the paper's columns (Tables 1, 2, 6)
 PATTERN = "results/{benchmark}_{task}_t5"
 DOCS = ("README.md", "docs/findings.md")
+CONTROL_SPLITS = (("results/toy", "train"), ("results/toy", "heldout"), ("results/dmc_cartpole-swingup", "train"),
+                  ("results/cw_pushing", "A"), ("results/cw_pushing", "B"))  # the folders that ran the controls
 SPLIT_WORDS = {"train": "in distribution", "heldout": "held-out c", "A": "space A", "B": "space B"}
 
 
@@ -242,7 +244,7 @@ def toy_block() -> str:
         cells = folder_cells(os.path.join(ROOT, "results/toy"), split)
         r = ranks(cells)
         order = sorted(cells, key=lambda m: r[m])
-        out.append(f"{SPLIT_WORDS[split]}: " + " > ".join(f"{name(m)} {ci(cells[m])}" for m in order))
+        out.append(f"{SPLIT_WORDS[split].capitalize()}: " + " > ".join(f"{name(m)} {ci(cells[m])}" for m in order))
     return ("Toy main job (results/toy, one data draw, 5 seeds, 5,000 steps), mean return [95% bootstrap interval], "
             "best first. " + "; ".join(out) + ".")
 
@@ -257,18 +259,16 @@ def gap(folder: str, x: str, y: str, split: str) -> Optional[dict]:
 
 def oracle_block() -> str:
     out = []
-    for folder, splits in (("results/toy", ("train", "heldout")), ("results/dmc_cartpole-swingup", ("train",)),
-                           ("results/cw_pushing", ("A", "B"))):
-        for split in splits:
-            cells = folder_cells(os.path.join(ROOT, folder), split,
-                                 ("oilca", "oilca_oracle", "oilca_bc_all", "bc_exp", "bc_all", "dwbc"))
-            g = gap(folder, "oilca_oracle", "oilca", split)
-            base = max((m for m in ("bc_exp", "bc_all", "dwbc") if m in cells), key=lambda m: cells[m]["mean"])
-            gb = gap(folder, "oilca_oracle", base, split)
-            out.append(f"{folder} ({SPLIT_WORDS[split]}, {cells['oilca']['n']} seeds): OILCA {ci(cells['oilca'])}, "
-                       f"with oracle labels {ci(cells['oilca_oracle'])} (paired gain {ci(g)}); the best of BC-exp, "
-                       f"BC-all and DWBC there is {name(base)} {ci(cells[base])}, oracle-labelled OILCA − it "
-                       f"{ci(gb)}")
+    for folder, split in CONTROL_SPLITS:
+        cells = folder_cells(os.path.join(ROOT, folder), split,
+                             ("oilca", "oilca_oracle", "oilca_bc_all", "bc_exp", "bc_all", "dwbc"))
+        g = gap(folder, "oilca_oracle", "oilca", split)
+        base = max((m for m in ("bc_exp", "bc_all", "dwbc") if m in cells), key=lambda m: cells[m]["mean"])
+        gb = gap(folder, "oilca_oracle", base, split)
+        out.append(f"{folder} ({SPLIT_WORDS[split]}, {cells['oilca']['n']} seeds): OILCA {ci(cells['oilca'])}, "
+                   f"with oracle labels {ci(cells['oilca_oracle'])} (paired gain {ci(g)}); the best of BC-exp, "
+                   f"BC-all and DWBC there is {name(base)} {ci(cells[base])}, oracle-labelled OILCA − it "
+                   f"{ci(gb)}")
     return "- " + "\n- ".join(out)
 
 
@@ -327,13 +327,11 @@ def labels_block() -> str:
 
 def copy_block() -> str:
     out = []
-    for folder, splits in (("results/toy", ("train", "heldout")), ("results/dmc_cartpole-swingup", ("train",)),
-                           ("results/cw_pushing", ("A", "B"))):
-        for split in splits:
-            g = gap(folder, "oilca", "oilca_copy", split)
-            verdict = ("the iVAE's state better" if g["ci"][0] > 0 else
-                       "the partner's own s′ better" if g["ci"][1] < 0 else "no difference the interval can tell")
-            out.append(f"{folder} ({SPLIT_WORDS[split]}, {g['n']} seeds): OILCA − copy control {ci(g)}: {verdict}")
+    for folder, split in CONTROL_SPLITS:
+        g = gap(folder, "oilca", "oilca_copy", split)
+        verdict = ("the iVAE's state better" if g["ci"][0] > 0 else
+                   "the partner's own s′ better" if g["ci"][1] < 0 else "no difference the interval can tell")
+        out.append(f"{folder} ({SPLIT_WORDS[split]}, {g['n']} seeds): OILCA − copy control {ci(g)}: {verdict}")
     return "- " + "\n- ".join(out)
 
 

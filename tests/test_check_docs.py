@@ -130,3 +130,10 @@ def test_inline_numbers_are_generated_and_not_hand_typed(tmp_path):
     assert findings.fill_snippets(out, "page.md") == out  # filling twice changes nothing
     with pytest.raises(ValueError, match="page.md: inline number 'results/toy nosuch train'"):
         findings.fill_snippets("<!--n: results/toy nosuch train-->0<!--/n-->", "page.md")
+
+
+def test_check_docs_passes_over_what_git_ignores(tmp_path):
+    root = stub_repo(tmp_path, "echo png > results/x/fig.png\necho new > docs/extra.md\n")
+    (root / ".gitignore").write_text("results/**/*.png\n")
+    subprocess.run(["git", "init", "-q"], cwd=root, check=True)
+    assert report.check_docs(str(root)) == ["docs/extra.md: written by the regeneration but not committed"]
