@@ -14,7 +14,8 @@ generated text of NAME (the blocks are listed in BLOCKS). What each block comput
     generated sentence.
 Also fills every inline number of README.md and docs/*.md, `<!--n: FOLDER METHOD SPLIT [success] [mean] [digits=K]-->`
 … `<!--/n-->`: one cell (or, with METHOD `x-y`, the paired gap x − y) of a results folder, so that prose can cite a
-number that is generated (see `snippet`).
+number that is generated (see `snippet`); and every `<!-- include: FILE -->` … `<!-- /include -->` block with the
+committed markdown table FILE that a script wrote (fidelity.py's, mcc_table.py's).
 Inputs: results/toy, results/toy_paper, the Table 5-size task folders results/{dmc,cw}_<task>_t5 (report.paper_rows),
 results/toy_study_summary.json, results/toy_budget_gpu, results/dmc_cartpole-swingup_t5_gpu,
 results/toy_labels_summary.json, results/toy_main_labels_summary.json, and the control folders results/toy,
@@ -361,6 +362,7 @@ ROOT = "."
 
 
 # ------------------------------------------------------------------------------------------------- inline numbers
+INCLUDE = re.compile(r"^\s*<!--\s*include:\s*(\S+)\s*-->\s*$", re.M)
 SNIPPET = re.compile(r"<!--\s*n:\s*([^>]*?)\s*-->(.*?)<!--\s*/n\s*-->")
 _FOLDERS: Dict[str, dict] = {}
 
@@ -405,8 +407,20 @@ def snippet(spec: str, where: str) -> str:
 
 
 def fill_snippets(text: str, path: str) -> str:
-    """`text` with every inline number's text regenerated."""
-    return SNIPPET.sub(lambda m: f"<!--n: {m.group(1)}-->{snippet(m.group(1), path)}<!--/n-->", text)
+    """`text` with every inline number's text regenerated, and every `<!-- include: FILE -->` … `<!-- /include -->`
+    block replaced by the committed markdown file FILE (a table a script wrote into results/, e.g. fidelity.py's)."""
+    text = SNIPPET.sub(lambda m: f"<!--n: {m.group(1)}-->{snippet(m.group(1), path)}<!--/n-->", text)
+    for target in dict.fromkeys(INCLUDE.findall(text)):
+        try:
+            with open(os.path.join(ROOT, target), encoding="utf-8") as f:
+                md = f.read()
+        except OSError as e:
+            raise ValueError(f"{path}: include {target}: cannot be read ({e.strerror})") from None
+        opening = f"<!-- include: {target} -->"
+        text = report.replace_blocks(path, text, lambda line, o=opening: line.strip() == o,
+                                     lambda line: line.strip() == "<!-- /include -->", md, opening,
+                                     "<!-- /include -->")
+    return text
 
 
 def fill(text: str, path: str, made: Dict[str, str]) -> str:

@@ -137,3 +137,18 @@ def test_check_docs_passes_over_what_git_ignores(tmp_path):
     (root / ".gitignore").write_text("results/**/*.png\n")
     subprocess.run(["git", "init", "-q"], cwd=root, check=True)
     assert report.check_docs(str(root)) == ["docs/extra.md: written by the regeneration but not committed"]
+
+
+def test_include_blocks_copy_a_committed_table(tmp_path):
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("findings", os.path.join(ROOT, "scripts", "findings.py"))
+    findings = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(findings)
+    findings.ROOT = str(tmp_path)
+    (tmp_path / "t.md").write_text("| a | 0.25 |\n")
+    page = "x\n<!-- include: t.md -->\nstale 9.9\n<!-- /include -->\ny\n"
+    out = findings.fill_snippets(page, "page.md")
+    assert out == "x\n<!-- include: t.md -->\n\n| a | 0.25 |\n\n<!-- /include -->\ny\n"
+    assert report.hand_typed(out) == [] and findings.fill_snippets(out, "page.md") == out
+    with pytest.raises(ValueError, match="page.md: include nope.md: cannot be read"):
+        findings.fill_snippets("<!-- include: nope.md -->\n<!-- /include -->\n", "page.md")
