@@ -63,3 +63,14 @@ def tiny_augmented_args(tiny_dataset, tiny_ivae, tmp_path_factory):
                         sampler_out=str(folder / "sampler" / "policy.pt"), ratio=0.4, sampler_steps=50, hidden=32, seed=1)
     augment.main(args)
     return args
+
+
+# The files whose end-to-end grids take minutes: collected first, so that with two workers (scripts/test.sh,
+# `--dist loadfile` hands out files in collection order) they start at once and the many short files fill in after
+# them, instead of one long file starting last and running alone. The order within a file is kept.
+LONG_FIRST = ("test_label_sources.py", "test_runner.py", "test_runner_budgets.py", "test_smoke.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {name: i for i, name in enumerate(LONG_FIRST)}
+    items.sort(key=lambda item: rank.get(os.path.basename(str(item.fspath)), len(rank)))  # a stable sort
