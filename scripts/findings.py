@@ -29,7 +29,7 @@ import re
 import sys
 from collections import Counter
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, Optional, Tuple
 
 import numpy as np
 
@@ -70,10 +70,28 @@ def k(n: int) -> str:
 
 
 # ------------------------------------------------------------------------------------------------- one folder
+def folder_rows(folder: str, empty_ok: bool = False) -> list:
+    """The result rows of a results folder (relative to ROOT), loaded once per run (report.load_results: an error for
+    a folder without results unless empty_ok)."""
+    if folder not in _ROWS:
+        rows = report.load_results(os.path.join(ROOT, folder), empty_ok=empty_ok)
+        if not rows:
+            return rows
+        _ROWS[folder] = rows
+    return _ROWS[folder]
+
+
+def paper_table(number: int) -> list:
+    """report.paper_rows of paper table `number` over ROOT's task folders, computed once per run."""
+    if number not in _PAPER:
+        _PAPER[number] = report.paper_rows(number, os.path.join(ROOT, PATTERN), "{folder}-c{c}")
+    return _PAPER[number]
+
+
 def folder_cells(folder: str, split: str, methods=SEVEN) -> Dict[str, dict]:
     """{method: stats.cell of its per-seed mean returns + seeds, steps} of the `methods` present in `folder`."""
-    rows = report.load_results(folder)
-    scores = report.per_seed(rows)
+    rows = folder_rows(folder)
+    scores = seed_scores(folder)["return"]
     out = {}
     for m in methods:
         v = scores.get((m, split))
@@ -116,7 +134,7 @@ def evidence(draws: int, seeds, steps) -> str:
 
 # ------------------------------------------------------------------------------------------------- table rows
 def folder_row(label: str, folder: str, split: str) -> dict:
-    cells = folder_cells(os.path.join(ROOT, folder), split)
+    cells = folder_cells(folder, split)
     r = ranks(cells)
     best = min(r, key=lambda m: (r[m], m))
     return {"family": label, "order": order_verdict(cells), "oilca_rank": f"{r['oilca']} of {len(cells)}",
@@ -125,12 +143,7 @@ def folder_row(label: str, folder: str, split: str) -> dict:
 
 
 def paper_table_row(label: str, number: int) -> dict:
-    cwd = os.getcwd()
-    os.chdir(ROOT)
-    try:
-        rows = report.paper_rows(number, PATTERN, "{folder}-c{c}")
-    finally:
-        os.chdir(cwd)
+    rows = paper_table(number)
     verdicts, oilca_ranks, best, seeds, steps, n_run = Counter(), [], Counter(), [], [], 0
     for row in rows:
         cells = {m: {**c["ours"], "steps": c["steps"], "seeds": c["scores"]} for m, c in row["cells"].items()
@@ -172,10 +185,9 @@ def budget_summary_row(label: str, path: str) -> dict:
 
 def budget_folder_cells(folder: str, split: str) -> tuple:
     """({family: cell} at the folder's largest budget, that budget)."""
-    rows = report.load_results(os.path.join(ROOT, folder))
-    study = report.budget_study(report.per_seed(rows), report.present_splits(rows), stats.N_RESAMPLES)
+    rows, scores = folder_rows(folder), seed_scores(folder)["return"]
+    study = report.budget_study(scores, report.present_splits(rows), stats.N_RESAMPLES)
     top = max(c["budget"] for c in study["cells"])
-    scores = report.per_seed(rows)
     return {c["family"]: {**c, "steps": [top], "seeds": scores[(c["method"], split)]} for c in study["cells"]
             if c["split"] == split and c["budget"] == top}, top, study
 
@@ -199,7 +211,7 @@ def labels_row(label: str, path: str) -> dict:
     n_seeds = [v["n"] // max(v.get("n_groups", 1), 1) for v in ret.values()]
     steps = []
     for folder in s["inputs"]["results"]:
-        steps += folder_cells(os.path.join(ROOT, folder), "train", ("oilca",)).get("oilca", {}).get("steps", [])
+        steps += folder_cells(folder, "train", ("oilca",)).get("oilca", {}).get("steps", [])
     baselines = ("bc_exp", "bc_all", "dwbc", "oril", "lobsdice", "bcnd", "iswbc", "ilid")  # label_summary's
     bases = [m for m in baselines if all((m, "train") in seed_scores(f)["return"] for f in s["inputs"]["results"])]
     among = f"{name(best_base)}, the best of {', '.join(name(m) for m in bases)}"
@@ -242,7 +254,7 @@ def table_block() -> str:
 def toy_block() -> str:
     out = []
     for split in ("train", "heldout"):
-        cells = folder_cells(os.path.join(ROOT, "results/toy"), split)
+        cells = folder_cells("results/toy", split)
         r = ranks(cells)
         order = sorted(cells, key=lambda m: r[m])
         out.append(f"{SPLIT_WORDS[split].capitalize()}: " + " > ".join(f"{name(m)} {ci(cells[m])}" for m in order))
@@ -251,8 +263,7 @@ def toy_block() -> str:
 
 
 def gap(folder: str, x: str, y: str, split: str) -> Optional[dict]:
-    rows = report.load_results(os.path.join(ROOT, folder))
-    s = report.per_seed(rows)
+    s = seed_scores(folder)["return"]
     if (x, split) not in s or (y, split) not in s:
         return None
     return stats.paired_gap(s[(x, split)], s[(y, split)])
@@ -261,7 +272,7 @@ def gap(folder: str, x: str, y: str, split: str) -> Optional[dict]:
 def oracle_block() -> str:
     out = []
     for folder, split in CONTROL_SPLITS:
-        cells = folder_cells(os.path.join(ROOT, folder), split,
+        cells = folder_cells(folder, split,
                              ("oilca", "oilca_oracle", "oilca_bc_all", "bc_exp", "bc_all", "dwbc"))
         g = gap(folder, "oilca_oracle", "oilca", split)
         base = max((m for m in ("bc_exp", "bc_all", "dwbc") if m in cells), key=lambda m: cells[m]["mean"])
@@ -275,19 +286,15 @@ def oracle_block() -> str:
 
 def tables_block() -> str:
     out = []
-    cwd = os.getcwd()
-    os.chdir(ROOT)
-    try:
-        for number, label in ((1, "Table 1 (DeepMind Control)"), (6, "Table 6 (CausalWorld space A)"),
-                              (2, "Table 2 (CausalWorld space B)")):
-            rows = report.paper_rows(number, PATTERN, "{folder}-c{c}")
-            c = report.paper_counts(rows)["ours"]
-            n = c["above"] + c["tie"] + c["below"]
-            out.append(f"{label}: OILCA against DWBC (paired gap's 95% interval) above on {c['above']}, tied on {c['tie']}, "
-                       f"below on {c['below']} of the {n} tasks run with intervals ({len(rows)} in the table); in "
-                       f"the paper above on {report.paper_counts(rows)['paper']['above']} of {len(rows)} (mean ± s)")
-    finally:
-        os.chdir(cwd)
+    for number, label in ((1, "Table 1 (DeepMind Control)"), (6, "Table 6 (CausalWorld space A)"),
+                          (2, "Table 2 (CausalWorld space B)")):
+        rows = paper_table(number)
+        counts = report.paper_counts(rows)
+        c = counts["ours"]
+        n = c["above"] + c["tie"] + c["below"]
+        out.append(f"{label}: OILCA against DWBC (paired gap's 95% interval) above on {c['above']}, tied on {c['tie']}, "
+                   f"below on {c['below']} of the {n} tasks run with intervals ({len(rows)} in the table); in "
+                   f"the paper above on {counts['paper']['above']} of {len(rows)} (mean ± s)")
     return "- " + "\n- ".join(out)
 
 
@@ -341,12 +348,11 @@ def newer_block() -> str:
     methods = SEVEN + ("ilid", "iswbc", "oril_ca", "bcnd_ca", "ilid_ca", "iswbc_ca")
     out = []
     for folder in sorted(os.listdir(os.path.join(ROOT, "results"))):
-        path = os.path.join(ROOT, "results", folder)
-        if not folder.endswith("_t5") or not os.path.isdir(path):
+        if not folder.endswith("_t5") or not os.path.isdir(os.path.join(ROOT, "results", folder)):
             continue
-        rows = report.load_results(path, empty_ok=True)
+        rows = folder_rows(os.path.join("results", folder), empty_ok=True)
         for split in [s for s, _ in report.present_splits(rows) if s in ("train", "B")]:
-            cells = folder_cells(path, split, methods)
+            cells = folder_cells(os.path.join("results", folder), split, methods)
             if "ilid" not in cells or "iswbc" not in cells:
                 continue
             r = ranks(cells)
@@ -364,13 +370,15 @@ ROOT = "."
 # ------------------------------------------------------------------------------------------------- inline numbers
 INCLUDE = re.compile(r"^\s*<!--\s*include:\s*(\S+)\s*-->\s*$", re.M)
 SNIPPET = re.compile(r"<!--\s*n:\s*([^>]*?)\s*-->(.*?)<!--\s*/n\s*-->")
-_FOLDERS: Dict[str, dict] = {}
+_FOLDERS: Dict[str, dict] = {}  # per results folder: report.per_seed of its returns and success
+_ROWS: Dict[str, list] = {}  # per results folder: its result rows
+_PAPER: Dict[int, list] = {}  # per paper table: report.paper_rows
 
 
 def seed_scores(folder: str) -> dict:
     """report.per_seed of a results folder, returns and success, loaded once."""
     if folder not in _FOLDERS:
-        rows = report.load_results(os.path.join(ROOT, folder))
+        rows = folder_rows(folder)
         _FOLDERS[folder] = {"return": report.per_seed(rows), "success": report.per_seed(rows, "success")}
     return _FOLDERS[folder]
 
@@ -440,6 +448,8 @@ def fill(text: str, path: str, made: Dict[str, str]) -> str:
 def main(args: Args) -> Dict[str, str]:
     global ROOT
     ROOT = args.root
+    for cache in (_ROWS, _FOLDERS, _PAPER):
+        cache.clear()  # they hold the previous root's results
     made = {b: f() for b, f in BLOCKS.items()} if args.print or not args.pages \
         or set(map(os.path.normpath, args.pages)) & set(DOCS) else {}
     if args.print:
