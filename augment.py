@@ -37,6 +37,11 @@ Label sources beyond the paper (docs/labels.md; each changes only who labels s~'
   policy): with the same --seed and --ivae the counterfactual states are the same as the previous round's, only the
   labels change; the sampler facts then record `round` (the labeller's own round + 1).
 - Any other imitation policy trained on this dataset (ISW-BC, ILID, …) labels through `--sampler` as BC-exp does.
+- `--support-keep q` (with the sampler's or the oracle's labels): draw ceil(n/q) candidate rows exactly as the
+  counterfactual mode draws n, and keep the n whose counterfactual state s~' lies nearest a D_E state (Euclidean
+  distance, each state dim divided by its std over D_all; at most `--support-reference` D_E rows, drawn with
+  --seed, are the reference). It keeps the rows where the labeller is inside the states it was trained on: on the
+  toy, BC-exp's label error grows with that distance. Choose q on held-out D_E episodes, never by rollouts.
 
 Amount: `ratio` = |augmented D_E| / |D_U|, the x-axis of the paper's Fig. 5; augmented D_E = the collected
 expert rows plus the new rows, so the script makes max(0, round(ratio·|D_U|) - |D_E|) rows.
@@ -92,6 +97,10 @@ class Args:
     """--labels ensemble: share q in (0, 1] of ceil(n/q) drawn candidate rows kept, those whose labels disagree least"""
     ensemble_members: Tuple[str, ...] = ()
     """--labels ensemble: these policy artifacts (trained on this dataset) are the members instead of training them"""
+    support_keep: float = 1.0
+    """share q in (0, 1] of ceil(n/q) drawn candidate rows kept, those whose s~' is nearest a D_E state (1: all)"""
+    support_reference: int = 20_000
+    """--support-keep: at most this many D_E rows (drawn with --seed) are the states the distance is measured to"""
     ratio: float = 0.5
     """|augmented D_E| / |D_U| (Fig. 5's x-axis), in [0, 100]"""
     mode: Literal["counterfactual", "reconstruct", "copy", "expert_data"] = "counterfactual"
@@ -119,17 +128,21 @@ def sampler_facts(args: Args, art: Optional[dict], uses_sampler: bool, members: 
     """Who labelled the new rows, as run facts for every later result: the sampler's kind (its method label, or
     `oracle`), its training steps and seed; None where no row is labelled by a policy (--mode copy/expert_data).
     An ensemble adds `size` and `keep` (its kind is `ensemble_<member kind>`); a sampler that was itself trained on
-    augmented rows (a self-improving round) adds `round`, its own labeller's round + 1 (a plain labeller is round 1)."""
+    augmented rows (a self-improving round) adds `round`, its own labeller's round + 1 (a plain labeller is round 1);
+    --support-keep q < 1 adds `support_keep`."""
     if members is not None:
         kinds = {m["kind"] for m in members}
         steps = {m["steps"] for m in members}
         return {"kind": "ensemble_" + "+".join(sorted(kinds)), "steps": steps.pop() if len(steps) == 1 else None,
                 "seed": int(args.seed), "size": len(members), "keep": float(args.ensemble_keep)}
     if not uses_sampler:
-        return {"kind": "oracle", "steps": None, "seed": None} if args.labels == "oracle" else None
-    facts = policy_facts(art)
-    if not args.sampler:
-        facts["steps"] = args.sampler_steps
+        facts = {"kind": "oracle", "steps": None, "seed": None} if args.labels == "oracle" else None
+    else:
+        facts = policy_facts(art)
+        if not args.sampler:
+            facts["steps"] = args.sampler_steps
+    if facts is not None and args.support_keep < 1.0:  # which of the labelled rows were kept
+        facts["support_keep"] = float(args.support_keep)
     return facts
 
 
@@ -142,6 +155,35 @@ def policy_facts(art: dict) -> dict:
     if isinstance(prev.get("sampler"), dict):  # trained on rows another labeller labelled: the next round
         facts["round"] = int(prev["sampler"].get("round", 1)) + 1
     return facts
+
+
+def recorded(args: Args) -> dict:
+    """The arguments as written into the dataset and the sampler artifacts. The support filter's flags appear only
+    where it is on, so a dataset made without it is byte-identical to one made before the flag existed (a runner
+    study's finished jobs stay up to date)."""
+    rec = asdict(args)
+    if args.support_keep == 1.0:
+        del rec["support_keep"], rec["support_reference"]
+    return rec
+
+
+def support_distance(states: np.ndarray, reference: np.ndarray, scale: np.ndarray, chunk: int = 1024) -> np.ndarray:
+    """Each state's Euclidean distance to its nearest reference state, every dim divided by `scale` [N]."""
+    ref = torch.as_tensor(reference / scale, dtype=torch.float32)
+    out = np.empty(len(states), np.float32)
+    for i in range(0, len(states), chunk):
+        x = torch.as_tensor(states[i:i + chunk] / scale, dtype=torch.float32)
+        out[i:i + chunk] = torch.cdist(x, ref).min(1).values.numpy()
+    return out
+
+
+def state_scale(obs: np.ndarray, chunk: int = 1 << 18) -> np.ndarray:
+    """Each state dim's std over the rows (at least 1e-6), summed in chunks: no copy of a large dataset [obs_dim]."""
+    s1, s2 = np.zeros(obs.shape[1]), np.zeros(obs.shape[1])
+    for i in range(0, len(obs), chunk):
+        x = obs[i:i + chunk].astype(np.float64)
+        s1, s2 = s1 + x.sum(0), s2 + (x * x).sum(0)
+    return np.maximum(np.sqrt(np.maximum(s2 / len(obs) - (s1 / len(obs)) ** 2, 0.0)), 1e-6)
 
 
 def quantiles(x: np.ndarray) -> Optional[dict]:
@@ -207,7 +249,8 @@ def main(args: Args) -> dict:
     t0 = time.time()
     checks.fields(args, ratio=checks.Real(0, MAX_RATIO), seed=checks.SEED, sampler_steps=checks.COUNT,
                   sampler_lr=checks.RATE, batch_size=checks.COUNT, hidden=checks.COUNT, threads=checks.COUNT,
-                  ensemble_size=checks.Int(2, 100), ensemble_keep=checks.Real(0.01, 1.0))
+                  ensemble_size=checks.Int(2, 100), ensemble_keep=checks.Real(0.01, 1.0),
+                  support_keep=checks.Real(0.01, 1.0), support_reference=checks.COUNT)
     uses_ivae = args.mode in ("counterfactual", "reconstruct")
     uses_sampler = args.mode != "expert_data" and args.labels == "sampler"  # else nothing is trained or loaded
     ensemble = args.labels == "ensemble"
@@ -220,6 +263,10 @@ def main(args: Args) -> dict:
         raise ValueError("--label sample: an ensemble labels with its members' mean action; use --label mean")
     if not ensemble and (args.ensemble_members or args.ensemble_keep != 1.0):
         raise ValueError("--ensemble-members/--ensemble-keep: only with --labels ensemble")
+    support = args.support_keep < 1.0
+    if support and (args.mode != "counterfactual" or ensemble):
+        raise ValueError("--support-keep: only with --mode counterfactual and --labels sampler or oracle "
+                         f"(not --mode {args.mode} --labels {args.labels})")
     if len(set(args.ensemble_members)) != len(args.ensemble_members) or len(args.ensemble_members) == 1:
         raise ValueError(f"--ensemble-members: at least two distinct policies, got {list(args.ensemble_members)}")
     train_members = ensemble and not args.ensemble_members
@@ -264,12 +311,12 @@ def main(args: Args) -> dict:
     else:
         actor, norm, sampler_loss = train_sampler(data["observations"][exp_rows], data["actions"][exp_rows], meta, args)
         sampler_art = artifact(actor, norm, method="sampler_bc_exp", seed=args.seed, env=envs.env_spec(meta),
-                               dataset_fingerprint=contract.fingerprint(data), dataset=args.dataset, train_args=asdict(args))
+                               dataset_fingerprint=contract.fingerprint(data), dataset=args.dataset, train_args=recorded(args))
     if uses_sampler:
         label_policy = contract.build_policy(sampler_art)  # the deterministic (mean) action, as saved
     low, high = np.asarray(meta["action_low"], np.float32), np.asarray(meta["action_high"], np.float32)
     label = lambda obs: np.clip(np.asarray(label_policy(obs), np.float32), low, high)  # noqa: E731
-    members, member_arts, ens_facts = None, [], None
+    members, member_arts, ens_facts, sup_facts = None, [], None, None
     if ensemble:  # K members: given artifacts, or BC-exp samplers on bootstrap resamples of D_E's episodes
         fp = contract.fingerprint(data)
         for k, path in enumerate(args.ensemble_members):
@@ -284,7 +331,7 @@ def main(args: Args) -> dict:
             actor_k, norm_k, loss_k = train_sampler(data["observations"][rows], data["actions"][rows], meta, args,
                                                     seed=seed_k, name=f"ensemble member {k}")
             member_arts.append(artifact(actor_k, norm_k, method="sampler_bc_exp", seed=seed_k, env=spec,
-                                        dataset_fingerprint=fp, dataset=args.dataset, train_args=asdict(args),
+                                        dataset_fingerprint=fp, dataset=args.dataset, train_args=recorded(args),
                                         policy_step=args.sampler_steps, bootstrap_episodes=eps, ensemble_member=k))
             members.append({"path": member_outs[k], "kind": "sampler_bc_exp", "steps": args.sampler_steps,
                             "seed": seed_k, "bootstrap_episodes": eps, "bc_loss": loss_k})
@@ -295,7 +342,8 @@ def main(args: Args) -> dict:
     # 2. counterfactual rows (Alg. 1 lines 6–9)
     rng = np.random.default_rng(args.seed + 1)
     gen = torch.Generator().manual_seed(args.seed + 1)
-    n_draw = math.ceil(n_aug / args.ensemble_keep - 1e-9) if ensemble else n_aug  # candidates; the n most agreed kept
+    keep_share = args.ensemble_keep if ensemble else args.support_keep
+    n_draw = math.ceil(n_aug / keep_share - 1e-9)  # candidates: the n most agreed, or nearest D_E, are kept
     src = rng.choice(exp_rows, n_draw)
     T = lambda k, rows: torch.as_tensor(data[k][rows])  # noqa: E731
     extra = {}
@@ -325,6 +373,17 @@ def main(args: Args) -> dict:
             if args.mode == "counterfactual":
                 partner = rng.choice(unl_rows, n_draw)
                 s_cf = ivae.decode(T("observations", partner), T("actions", partner), u)[0].numpy()
+                if support:  # keep the n_aug candidates whose s~' lies nearest a D_E state, then label those
+                    ref = exp_rows
+                    if len(ref) > args.support_reference:
+                        ref = np.sort(np.random.default_rng([args.seed, 2]).choice(ref, args.support_reference, replace=False))
+                    scale = state_scale(data["observations"])
+                    dist = support_distance(s_cf, data["observations"][ref], scale)
+                    keep = np.sort(np.argsort(dist, kind="stable")[:n_aug])
+                    sup_facts = {"candidates": int(n_draw), "kept": int(len(keep)), "reference_rows": int(len(ref)),
+                                 "distance_threshold": float(dist[keep].max()) if len(keep) else None,
+                                 "distance_all": quantiles(dist), "distance_kept": quantiles(dist[keep])}
+                    src, partner, s_cf, u = src[keep], partner[keep], s_cf[keep], u[keep]
                 if ensemble:  # the members' mean label; keep the n_aug candidates whose labels disagree least
                     a_cf, disagree = ensemble_labels(member_policies, s_cf, low, high)
                     keep = np.sort(np.argsort(disagree, kind="stable")[:n_aug])
@@ -361,11 +420,13 @@ def main(args: Args) -> dict:
     for parts in (old, new, data):  # from here on only `arrays` is written: the parts it was joined from are freed
         parts.clear()
     del s_cf, a_cf, s_next_cf, extra
-    meta = {**meta, "augmentation": {**asdict(args), "n_augmented": n_aug, "n_expert_rows": int(len(exp_rows)),
+    meta = {**meta, "augmentation": {**recorded(args), "n_augmented": n_aug, "n_expert_rows": int(len(exp_rows)),
                                      "n_unlabelled_rows": int(len(unl_rows)), "sampler_bc_loss": sampler_loss,
                                      "sampler_facts": sampler_facts(args, sampler_art, uses_sampler, members)}}
     if ens_facts is not None:
         meta["augmentation"]["ensemble"] = ens_facts
+    if sup_facts is not None:
+        meta["augmentation"]["support"] = sup_facts
     arrays["metadata"] = contract.dataset_arrays_from_meta(meta)
     envs.validate_dataset(args.out, arrays)
     if uses_sampler and not args.sampler:  # the sampler is written with the dataset, once both are complete

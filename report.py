@@ -101,8 +101,10 @@ DISPLAY = {"bc_exp": "BC-exp", "bc_all": "BC-all", "oril": "ORIL", "oril_ca": "O
            "oilca_self": "OILCA, self-improving labels (round chosen on held-out D_E)",
            "oilca_iswbc": "OILCA, ISW-BC labels", "oilca_ilid": "OILCA, ILID labels",
            "oilca_best": "OILCA, sampler chosen on held-out D_E among every trained policy",
+           "oilca_sup": "OILCA, rows near D_E only (keep share chosen on held-out D_E)",
            "reference_expert": "expert (reference)", "reference_random": "random (reference)"}
-LABEL_VARIANT = re.compile(r"^oilca_(?:ens_q(?P<keep>\d+(?:\.\d*)?)|round(?P<round>\d+))$")  # docs/labels.md
+LABEL_VARIANT = re.compile(r"^oilca_(?:ens_q(?P<keep>\d+(?:\.\d*)?)|round(?P<round>\d+)"
+                           r"|sup_q(?P<sup>\d+(?:\.\d*)?))$")  # docs/labels.md
 RATIO = re.compile(r"^(?P<base>.+)_r(?P<ratio>\d+(?:\.\d*)?)$")  # `<method>_r<ratio>`: the same method at another ratio
 BUDGET = re.compile(r"^(?P<base>.+)_b(?P<steps>\d+)$")  # `<method>_b<steps>`: the policy after <steps> gradient steps
 SELECTED = re.compile(r"^(?P<base>.+)_sel$")  # `<method>_sel`: the method at the budget select_budget.py chose
@@ -212,6 +214,7 @@ def display(method: str) -> str:
     m = LABEL_VARIANT.match(method)
     if m:
         return (f"OILCA, ensemble labels, keep {m['keep']}" if m["keep"] else
+                f"OILCA, rows near D_E only, keep {m['sup']}" if m["sup"] else
                 f"OILCA, self-improving labels, round {m['round']}")
     return DISPLAY.get(method, method)
 

@@ -76,8 +76,9 @@ NEWER = ("ilid", "iswbc", "ilid_ca", "iswbc_ca")  # newer baselines (ILID, ISW-B
 SAMPLERS = ("oilca_bc_all", "oilca_dwbc", "oilca_oracle", "oilca_selected")
 CONTROLS = ("oilca_oracle", "dwbc_expert_data", "oilca_authors", "oilca_copy")
 # label sources beyond the paper (docs/labels.md): the ensemble with its disagreement filter, self-improving rounds,
-# ISW-BC's and ILID's policies as labellers, and the sampler chosen among every trained imitation policy
-LABELS = ("oilca_ens", "oilca_self", "oilca_iswbc", "oilca_ilid", "oilca_best")
+# ISW-BC's and ILID's policies as labellers, the sampler chosen among every trained imitation policy, and BC-exp's
+# labels kept only on counterfactual states near D_E (the support filter)
+LABELS = ("oilca_ens", "oilca_self", "oilca_iswbc", "oilca_ilid", "oilca_best", "oilca_sup")
 GROUPS = {"baselines": BASELINES, "newer": NEWER, "samplers": SAMPLERS, "controls": CONTROLS, "labels": LABELS}
 # method -> how its dataset is made from D_all: augment.py flags, the sampler policy (a method whose seed-k policy
 # labels seed k's rows; "selected": select_sampler.py's choice), whether the iVAE is used, extra train_dwbc.py flags
@@ -195,6 +196,9 @@ class Args:
     self_rounds: int = 3
     """oilca_self: rounds tried (round 1 is plain OILCA; round r, method oilca_round<r>, is labelled by round r-1's
     policy); oilca_self is the round chosen on held-out D_E episodes"""
+    sup_keeps: Tuple[float, ...] = (0.5, 0.25)
+    """oilca_sup: the keep shares q < 1 tried (augment.py --support-keep; each a method oilca_sup_q<q>); oilca_sup is
+    the one chosen on held-out D_E episodes among plain OILCA (q = 1) and these"""
     best_candidates: Tuple[str, ...] = ("bc_exp", "bc_all", "dwbc", "iswbc", "ilid", "oril", "lobsdice", "bcnd")
     """oilca_best: the trained imitation policies the held-out rule chooses the sampler among"""
     references: bool = True
@@ -376,6 +380,9 @@ def resolve(args: Args) -> Tuple[Args, dict]:
     if (not args.ens_keeps or len(set(args.ens_keeps)) != len(args.ens_keeps)
             or not all(0.01 <= q <= 1 for q in args.ens_keeps)):
         raise SystemExit(f"error: --ens-keeps: distinct shares in [0.01, 1], got {list(args.ens_keeps)}")
+    if (not args.sup_keeps or len(set(args.sup_keeps)) != len(args.sup_keeps)
+            or not all(0.01 <= q < 1 for q in args.sup_keeps)):
+        raise SystemExit(f"error: --sup-keeps: distinct shares in [0.01, 1), got {list(args.sup_keeps)}")
     if not 2 <= args.ens_size <= 100 or not 2 <= args.self_rounds <= 20:
         raise SystemExit("error: --ens-size in [2, 100] and --self-rounds in [2, 20]")
     if args.select_budget_folds:
@@ -465,7 +472,8 @@ def build(args: Args, p: dict) -> List[Job]:
     # augmented datasets: per OILCA variant (VARIANTS), the main ratio on every seed (the +CA baselines use OILCA's),
     # and the Fig. 5 / Table 8 ratios of the --sweep-methods on their seeds
     on_aug = any(a for _, a in p.get("custom", {}).values())  # a custom method on OILCA's augmented datasets
-    main_r = lambda m: m in args.methods or (m == "oilca" and (on_aug or "oilca_self" in args.methods  # noqa: E731
+    round1 = "oilca_self" in args.methods or "oilca_sup" in args.methods  # families with plain OILCA as a candidate
+    main_r = lambda m: m in args.methods or (m == "oilca" and (on_aug or round1  # noqa: E731
                                                                 or any(b.endswith("_ca") for b in args.methods)))
     wanted = {}  # (method, seed) -> [ratios]
     for m in VARIANTS:
@@ -645,7 +653,7 @@ def build(args: Args, p: dict) -> List[Job]:
             add(name, "augment", argv, inputs, outputs)
     for (m, seed), rs in wanted.items():
         for r in rs:
-            if m in args.methods or r != args.ratio:
+            if m in args.methods or r != args.ratio or (m == "oilca" and round1):
                 name = m + ("" if r == args.ratio else f"_r{r}")
                 stage = "dwbc_oilca" if r == args.ratio else "fig5_ratios"
                 train(f"{name}_s{seed}", stage, seed, "train_dwbc.py", aug(m, r, seed), *VARIANTS[m].get("train", ()),
@@ -724,14 +732,17 @@ def build(args: Args, p: dict) -> List[Job]:
     # on the full data per seed and on each fold (seed 0, the fold's own iVAE and BC-exp), each family's variant
     # chosen by select_sampler.py's held-out rule; its results are copied as oilca_ens / oilca_self
     fams = {"oilca_ens": [f"oilca_ens_q{q}" for q in sorted(args.ens_keeps, reverse=True)],
-            "oilca_self": ["oilca"] + [f"oilca_round{r}" for r in range(2, args.self_rounds + 1)]}
+            "oilca_self": ["oilca"] + [f"oilca_round{r}" for r in range(2, args.self_rounds + 1)],
+            "oilca_sup": ["oilca"] + [f"oilca_sup_q{q}" for q in sorted(args.sup_keeps, reverse=True)]}
     fams = {f: c for f, c in fams.items() if f in args.methods}
     ens_data = lambda dataset, q, seed: dataset.replace(".npz", f"_aug_ens_q{q}_r{args.ratio}_s{seed}.npz")  # noqa: E731
+    sup_data = lambda dataset, q, seed: dataset.replace(".npz", f"_aug_sup_q{q}_r{args.ratio}_s{seed}.npz")  # noqa: E731
     round_data = lambda dataset, rnd, seed: dataset.replace(".npz", f"_aug_round{rnd}_r{args.ratio}_s{seed}.npz")  # noqa: E731
 
-    def label_chains(prefix, dataset, ivae_ckpt, first_policy, seed, evals):
-        """The ensemble datasets and policies at every keep share, and the rounds after `first_policy` (OILCA's),
-        for the full data (prefix "") or fold k (prefix "_cv<K>_f<k>", run names lsel_<method>_f<k>_s0)."""
+    def label_chains(prefix, dataset, ivae_ckpt, first_policy, sampler, seed, evals):
+        """The ensemble datasets and policies at every keep share, the rounds after `first_policy` (OILCA's), and
+        the support filter's at every keep share with `sampler` (BC-exp's policy) labelling, for the full data
+        (prefix "") or fold k (prefix "_cv<K>_f<k>", run names lsel_<method>_f<k>_s0)."""
         run = lambda m: f"{m}_s{seed}" if not prefix else f"lsel_{m}_f{prefix.rsplit('_f', 1)[1]}_s0"  # noqa: E731
         r = args.ratio
         if "oilca_ens" in fams:  # the largest share's job trains the members; the others load them
@@ -750,6 +761,12 @@ def build(args: Args, p: dict) -> List[Job]:
                     add(f"augment{prefix}_ens_q{q}_r{r}_s{seed}", "labels", argv + ["--ensemble-members", *member_files],
                         [dataset, ivae_ckpt] + member_files, [out])
                 train(run(f"oilca_ens_q{q}"), "labels", seed, "train_dwbc.py", out, method=f"oilca_ens_q{q}", evals=evals)
+        for q in sorted(args.sup_keeps, reverse=True) if "oilca_sup" in fams else ():
+            out = sup_data(dataset, q, seed)
+            add(f"augment{prefix}_sup_q{q}_r{r}_s{seed}", "labels",
+                ["augment.py", "--dataset", dataset, "--ivae", ivae_ckpt, "--sampler", sampler, "--support-keep", q,
+                 "--ratio", r, "--seed", seed, "--out", out, *threads], [dataset, ivae_ckpt, sampler], [out])
+            train(run(f"oilca_sup_q{q}"), "labels", seed, "train_dwbc.py", out, method=f"oilca_sup_q{q}", evals=evals)
         prev = first_policy
         for rnd in range(2, args.self_rounds + 1) if "oilca_self" in fams else ():
             out = round_data(dataset, rnd, seed)
@@ -761,16 +778,18 @@ def build(args: Args, p: dict) -> List[Job]:
 
     if fams:
         for seed in args.seeds:
-            label_chains("", data, ivae, path(runs, f"oilca_s{seed}", "policy.pt"), seed, True)
+            label_chains("", data, ivae, path(runs, f"oilca_s{seed}", "policy.pt"),
+                         path(runs, f"bc_exp_s{seed}", "policy.pt"), seed, True)
         for k in range(K):  # the folds: every part trained without fold k's D_E episodes
             cv_split_job(k)
             fold_ivae = ivae_job(f"ivae_cv{K}_f{k}", "labels", fold(k), f"ivae_cv{K}_f{k}")
             first = None
-            if "oilca_self" in fams:  # round 1 on the fold: BC-exp on the fold labels, OILCA trains
+            if "oilca_self" in fams or "oilca_sup" in fams:  # round 1 (q = 1) on the fold: BC-exp on the fold labels
                 out = fold_oilca_data(k, fold_ivae, "labels")
                 train(f"lsel_oilca_f{k}_s0", "labels", 0, "train_dwbc.py", out, evals=False)
                 first = path(runs, f"lsel_oilca_f{k}_s0", "policy.pt")
-            label_chains(f"_cv{K}_f{k}", fold(k), fold_ivae, first, 0, False)
+            label_chains(f"_cv{K}_f{k}", fold(k), fold_ivae, first, path(runs, f"select_bc_exp_f{k}", "policy.pt"), 0,
+                         False)
         for f, cand in fams.items():
             result = path(res, "{candidate}_s{seed}_{split}.json")
             chosen = path(res, f"{f}_s{{seed}}_{{split}}.json")
@@ -796,6 +815,8 @@ def build(args: Args, p: dict) -> List[Job]:
                      if "oilca_ens" in fams]
             rows += [(f"oilca_round{rnd}", round_data(data, rnd, s0)) for rnd in range(2, args.self_rounds + 1)
                      if "oilca_self" in fams]
+            rows += [(f"oilca_sup_q{q}", sup_data(data, q, s0)) for q in sorted(args.sup_keeps, reverse=True)
+                     if "oilca_sup" in fams]
             outs = [path(res, f"fidelity_labels.{e}") for e in ("json", "md", "png")]
             add("fidelity_labels", "labels", ["fidelity.py", "--augmented", *[d for _, d in rows], "--names",
                                               *[m for m, _ in rows], "--out", outs[0], "--table", outs[1],

@@ -38,9 +38,11 @@ from analysis import stats  # noqa: E402
 from oilca import cli, contract  # noqa: E402
 
 BASELINES = ("bc_exp", "bc_all", "dwbc", "oril", "lobsdice", "bcnd", "iswbc", "ilid")
-SOURCES = ("oilca_ens", "oilca_self", "oilca_iswbc", "oilca_ilid", "oilca_best", "oilca_bc_all", "oilca_dwbc",
-           "oilca_selected")  # the chosen variants first; then every oilca_ens_q<q> and oilca_round<r> present
-SELECTIONS = ("label_selection_oilca_ens.json", "label_selection_oilca_self.json", "sampler_selection_best.json")
+SOURCES = ("oilca_ens", "oilca_self", "oilca_sup", "oilca_iswbc", "oilca_ilid", "oilca_best", "oilca_bc_all",
+           "oilca_dwbc", "oilca_selected")  # the chosen variants first; then every oilca_ens_q<q>, oilca_round<r> and
+# oilca_sup_q<q> present
+SELECTIONS = ("label_selection_oilca_ens.json", "label_selection_oilca_self.json", "label_selection_oilca_sup.json",
+              "sampler_selection_best.json")
 
 
 @dataclass

@@ -1,6 +1,7 @@
 """The label sources of augment.py beyond the paper (docs/labels.md): the ensemble and its disagreement filter,
 self-improving rounds, any imitation policy as the labeller."""
 import math
+import os
 
 import numpy as np
 import pytest
@@ -200,3 +201,95 @@ def test_runner_labellers_wiring(tmp_path):
                 dict(ens_keeps=(0.0,)), dict(self_rounds=1), dict(budgets=(20, 40))):
         with pytest.raises(SystemExit, match="error: "):
             runner.main(runner.Args(**dict(TINY, root=str(tmp_path), dry_run=True, methods=("labels",), **bad)))
+
+
+# ---- the support filter (--support-keep): BC-exp's labels kept only on counterfactual states near D_E ----------------
+
+def test_support_keep_one_writes_the_plain_dataset(tiny_dataset, tiny_ivae, tmp_path):
+    """q = 1 keeps every row: the very bytes of the plain mode, with no trace of the flag in the metadata."""
+    plain, _ = run(tiny_dataset, tiny_ivae, tmp_path, "x")
+    written = {p: open(p, "rb").read() for p in (plain.out, plain.sampler_out)}
+    for p in written:
+        os.remove(p)
+    one, aug = run(tiny_dataset, tiny_ivae, tmp_path, "x", support_keep=1.0, support_reference=7)  # the same paths
+    for p, data in written.items():
+        with open(p, "rb") as f:
+            assert f.read() == data, p
+    assert "support_keep" not in aug["metadata"]["augmentation"] and "support" not in aug["metadata"]["augmentation"]
+
+
+def test_support_keep_keeps_the_candidates_nearest_d_e(tiny_dataset, tiny_ivae, tmp_path):
+    _, plain = run(tiny_dataset, tiny_ivae, tmp_path, "plain")
+    args, kept = run(tiny_dataset, tiny_ivae, tmp_path, "sup", support_keep=0.5)
+    n = int(plain["augmented"].sum())
+    new = kept["augmented"]
+    assert int(new.sum()) == n  # the row count of the ratio is kept
+    facts = kept["metadata"]["augmentation"]
+    sup = facts["support"]
+    assert sup["candidates"] == math.ceil(n / 0.5) and sup["kept"] == n
+    assert facts["support_keep"] == 0.5 and facts["sampler_facts"]["support_keep"] == 0.5
+    assert sup["distance_kept"]["max"] == sup["distance_threshold"] <= sup["distance_all"]["max"]
+    assert sup["distance_kept"]["median"] <= sup["distance_all"]["median"]
+    # recompute by brute force: each kept state's distance to its nearest D_E state, dims scaled by D_all's std
+    raw = envs.load_dataset(tiny_dataset)
+    assert sup["reference_rows"] == int(raw["expert"].sum())  # fewer D_E rows than --support-reference: all of them
+    scale = raw["observations"].astype(np.float64).std(0)
+    x, ref = kept["observations"][new] / scale, raw["observations"][raw["expert"]] / scale
+    d = np.sqrt(((x[:, None, :] - ref[None]) ** 2).sum(-1)).min(1)
+    assert d.max() <= sup["distance_threshold"] + 1e-4
+    np.testing.assert_allclose(np.median(d), sup["distance_kept"]["median"], rtol=1e-4, atol=1e-5)
+    # the labels are the sampler's on the kept states, and the next states follow from them under the same u
+    sampler = contract.build_policy(contract.load_policy(args.sampler_out))
+    low, high = (np.asarray(kept["metadata"][k], np.float32) for k in ("action_low", "action_high"))
+    np.testing.assert_allclose(kept["actions"][new], np.clip(sampler(kept["observations"][new]), low, high), atol=1e-5)
+    # a smaller reference set: at most --support-reference D_E rows, the threshold can only grow
+    _, few = run(tiny_dataset, tiny_ivae, tmp_path, "few", support_keep=0.5, support_reference=5)
+    assert few["metadata"]["augmentation"]["support"]["reference_rows"] == 5
+    np.testing.assert_array_equal(few["observations"][~few["augmented"]], kept["observations"][~new])
+
+
+def test_support_distance_and_scale_by_brute_force():
+    rng = np.random.default_rng(0)
+    states, ref = rng.normal(size=(2500, 3)), rng.normal(size=(40, 3)) * [1.0, 5.0, 0.1]
+    scale = augment.state_scale(np.concatenate([states, ref]).astype(np.float32), chunk=7)
+    np.testing.assert_allclose(scale, np.concatenate([states, ref]).std(0), rtol=1e-4)
+    d = augment.support_distance(states, ref, scale, chunk=333)
+    want = np.sqrt((((states[:, None] - ref[None]) / scale) ** 2).sum(-1)).min(1)
+    np.testing.assert_allclose(d, want, rtol=1e-4, atol=1e-5)
+    assert augment.state_scale(np.ones((10, 2), np.float32)).tolist() == [1e-6, 1e-6]  # a constant dim: no division by 0
+
+
+@pytest.mark.parametrize("kw, msg", [
+    (dict(support_keep=0.5, labels="ensemble"), "--support-keep: only with"),
+    (dict(support_keep=0.5, mode="copy"), "--support-keep: only with"),
+    (dict(support_keep=0.0), "--support-keep"),
+    (dict(support_keep=1.5), "--support-keep"),
+    (dict(support_keep=0.5, support_reference=0), "--support-reference"),
+])
+def test_bad_support_flags_write_nothing(tiny_dataset, tiny_ivae, tmp_path, kw, msg):
+    with pytest.raises(ValueError, match=msg):
+        augment.main(augment.Args(dataset=tiny_dataset, ivae=tiny_ivae, out=str(tmp_path / "x.npz"),
+                                  sampler_out=str(tmp_path / "s" / "policy.pt"), **kw))
+    assert not list(tmp_path.iterdir())
+
+
+def test_runner_support_filter_wiring(tmp_path):
+    """oilca_sup: per keep share, BC-exp's policy of the seed (of the fold) labels the kept rows; plain OILCA (q = 1)
+    is a candidate, its fold runs shared with the self-improving rounds; the choice on held-out D_E (dry run)."""
+    import report
+    import runner
+    from test_runner import TINY
+
+    out = runner.main(runner.Args(**dict(TINY, root=str(tmp_path), seeds=(0, 1), fig5_ratios=(), dry_run=True,
+                                         methods=("oilca_sup",), select_folds=2)))
+    cmd = {j["name"]: j["command"].replace(str(tmp_path) + "/", "") for j in out["jobs"]}
+    assert "--sampler runs/toy/bc_exp_s1/policy.pt --support-keep 0.25" in cmd["augment_sup_q0.25_r0.5_s1"]
+    assert "--method oilca_sup_q0.5" in cmd["oilca_sup_q0.5_s0"] and "bc_exp_s0" in cmd and "oilca_s1" in cmd
+    assert "--sampler runs/toy/select_bc_exp_f1/policy.pt --support-keep 0.5" in cmd["augment_cv2_f1_sup_q0.5_r0.5_s0"]
+    assert "lsel_oilca_f1_s0" in cmd and "lsel_oilca_sup_q0.25_f0_s0" in cmd
+    assert "--candidates oilca oilca_sup_q0.5 oilca_sup_q0.25 " in cmd["select_oilca_sup"]
+    assert "--selected-method oilca_sup" in cmd["select_oilca_sup"]
+    assert report.display("oilca_sup_q0.25") == "OILCA, rows near D_E only, keep 0.25"
+    for bad in ((1.0,), (0.5, 0.5), ()):
+        with pytest.raises(SystemExit, match="error: --sup-keeps"):
+            runner.main(runner.Args(**dict(TINY, root=str(tmp_path), dry_run=True, methods=("oilca_sup",), sup_keeps=bad)))
