@@ -293,3 +293,40 @@ def test_runner_support_filter_wiring(tmp_path):
     for bad in ((1.0,), (0.5, 0.5), ()):
         with pytest.raises(SystemExit, match="error: --sup-keeps"):
             runner.main(runner.Args(**dict(TINY, root=str(tmp_path), dry_run=True, methods=("oilca_sup",), sup_keeps=bad)))
+
+
+def test_label_support_by_distance(tiny_augmented_args, tiny_dataset, tmp_path):
+    """scripts/label_support.py: the rows split at distance quantiles; each bin's errors recomputed by brute force."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("label_support", os.path.join(os.path.dirname(augment.__file__),
+                                                                                 "scripts", "label_support.py"))
+    label_support = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(label_support)
+
+    out, table = tmp_path / "ls.json", tmp_path / "ls.md"
+    res = label_support.main(label_support.Args(augmented=tiny_augmented_args.out, out=str(out), table=str(table),
+                                                 quantiles=(0.5,), keeps=(0.5, 1.0)))
+    data = envs.load_dataset(tiny_augmented_args.out)
+    aug, de = data["augmented"], data["expert"] & ~data["augmented"]
+    assert res["n_rows"] == int(aug.sum()) and sum(b["own_labels"]["n"] for b in res["bins"]) == res["n_rows"]
+    from envs import toy as toy_env
+    env = toy_env.make_env(data["metadata"])
+    s, a = data["observations"][aug], data["actions"][aug]
+    scale = data["observations"][~aug].astype(np.float64).std(0)
+    d2 = ((((s[:, None] - data["observations"][de][None]) / scale)) ** 2).sum(-1)
+    dist, nn = np.sqrt(d2.min(1)), d2.argmin(1)
+    own = np.abs(a - env.expert_action(s)).mean(-1)
+    near = np.abs(data["actions"][de][nn] - env.expert_action(s)).mean(-1)
+    lo = dist <= np.quantile(dist, 0.5)
+    np.testing.assert_allclose(res["bins"][0]["own_labels"]["median"], np.median(own[lo]), rtol=1e-4)
+    np.testing.assert_allclose(res["bins"][1]["nearest_transition_labels"]["p90"], np.percentile(near[~lo], 90), rtol=1e-4)
+    np.testing.assert_allclose(res["all"]["nearest_transition_labels"]["median"], np.median(near), rtol=1e-4)
+    assert res["keeps"][1]["own_labels"]["median"] == pytest.approx(float(np.median(own)), rel=1e-5)
+    assert "| quantiles 0–0.5 |" in table.read_text()
+    with pytest.raises(ValueError, match="--quantiles"):
+        label_support.main(label_support.Args(augmented=tiny_augmented_args.out, out=str(tmp_path / "x.json"),
+                                              quantiles=(0.7, 0.3)))
+    with pytest.raises(ValueError, match="no augmented rows"):
+        label_support.main(label_support.Args(augmented=tiny_dataset, out=str(tmp_path / "x.json"), table=None))
+    assert not (tmp_path / "x.json").exists()
