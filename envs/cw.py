@@ -64,10 +64,13 @@ import zipfile
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-import numpy as np
+if __name__ == "__main__" and not __package__:  # `python envs/cw.py`: import from the repo root, as `-m envs.cw` does
+    sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-from oilca import contract
-from oilca.progress import Progress
+import numpy as np  # noqa: E402
+
+from oilca import contract  # noqa: E402
+from oilca.progress import Progress  # noqa: E402
 
 SHIPPED_EXPERTS = {"reaching": "reaching_ppo_curr1.zip", "pushing": "pushing_ppo_curr1.zip",
                    "picking": "picking_ppo_curr1.zip", "pick_and_place": "pick_and_place_ppo_curr0.zip",
@@ -87,7 +90,14 @@ DEFAULT_GOAL_TASKS = ("pick_and_place", "towers", "stacked_blocks", "creative_st
 # 5 blocks of 6.5 cm and 20 g (the size and mass of stacking2's blocks, which the scripted grip holds; the default
 # 80 g is outside general's space A [0.02, 0.06]), dropped at the positions numpy seed `seed` draws. make_env checks
 # that the stage is feasible; the structure is recorded in the dataset's env_config.
-STRUCTURES = {"general": {"nums_objects": 5, "tool_block_size": 0.065, "blocks_mass": 0.02, "seed": 0}}
+# creative_stacked_blocks's default stage (8 levels of three 3.5 cm blocks, 24 in all, stacked at construction) is
+# refused at every reset the same way ("CausalWorld refused the intervention ... 20 times"). It is built with the
+# smallest structure of its space A: 3 levels of one block each (max_level_width 0.12 holds one 6.5 cm block), 6.5 cm
+# high and 20 g as general's, their lengths drawn by the generator at numpy seed `seed`. Its goal shows the bottom and
+# top levels only; the middle level is left to the agent (the task's "creative" part; cw_scripted.py infers it).
+STRUCTURES = {"general": {"nums_objects": 5, "tool_block_size": 0.065, "blocks_mass": 0.02, "seed": 0},
+              "creative_stacked_blocks": {"stack_levels": 3, "blocks_min_size": 0.065, "blocks_mass": 0.02,
+                                          "max_level_width": 0.12, "seed": 0}}
 SCRIPTED_TASKS = ("stacking2", "towers", "stacked_blocks", "creative_stacked_blocks", "general")
 EXPERTS = ("shipped", "scripted")
 ACT_DIM = 9  # three fingers × three joints
@@ -214,6 +224,12 @@ def make_env(task: str, seed: int, skip_frame: int = 3):
 
 
 def default_episode_len(env) -> int:
+    """CausalWorld's own episode length: 10 s per rigid block, in env steps. The env computes it once, from the stage
+    it was built with; a task in STRUCTURES is then given its fixed structure, so the rule is applied to that one
+    (general: the same five blocks; creative_stacked_blocks: 3 blocks, not the default stage's 24)."""
+    task = env.get_task()
+    if task.get_task_name() in STRUCTURES:
+        return int(task.get_default_max_episode_length() / env.dt)  # the env's own expression, on this stage
     return int(env._max_episode_length)
 
 

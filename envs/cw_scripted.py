@@ -12,6 +12,12 @@ simulation time so it acts the same at any skip_frame:
     carry     across to the goal's x, y
     lower     down onto the goal height
 
+creative_stacked_blocks shows the silhouettes of the bottom and top levels only. Its middle levels are inferred
+(`hidden_goals`): a block `tool_level_<l>_num_<i>` whose level has no silhouette gets a goal on the straight line
+between the nearest shown silhouettes `goal_level_<lo>_num_<i>` below and `goal_level_<hi>_num_<i>` above, at its
+level's share of the way, with its own size; the script fills it like a shown one (the task's success counts the
+shown silhouettes only).
+
 Each cycle fills the lowest goal silhouette that no block fills yet (a block within 0.3 of its smallest side of the
 goal fills it) with the nearest free block of the same size, so a goal emptied by a knock is filled again later.
 A block that drops out of the grip during lift or carry restarts its cycle. The grip is held off-centre, so the
@@ -30,6 +36,8 @@ phase per env, so it runs only inside cw_env.run_episodes (`needs_env`); it cann
 """
 
 from typing import Dict, List, Optional
+
+import re
 
 import numpy as np
 
@@ -92,28 +100,66 @@ def tips_to_action(env, tips: np.ndarray, rest: Optional[np.ndarray] = None) -> 
     return np.clip(2.0 * (q - lo) / (hi - lo) - 1.0, -1.0, 1.0)
 
 
+LEVEL = re.compile(r"^(?:tool|goal)_level_(\d+)_num_(\d+)$")  # creative_stacked_blocks's block and goal names
+
+
+def hidden_goals(stage, blocks: List[str], shown: List[str]) -> Dict[str, tuple]:
+    """{name: (position, size)} of the goals creative_stacked_blocks does not show: for each block
+    tool_level_<l>_num_<i> with no goal_level_<l>_num_<i>, the point at (l - lo) / (hi - lo) of the way from the
+    nearest shown goal_level_<lo>_num_<i> below to goal_level_<hi>_num_<i> above, with the block's own size. Other
+    tasks' names do not match: none."""
+    levels = {}
+    for g in shown:
+        m = LEVEL.match(g)
+        if m:
+            levels.setdefault(int(m[2]), {})[int(m[1])] = stage.get_object_state(g, "cartesian_position")
+    out = {}
+    for b in blocks:
+        m = LEVEL.match(b)
+        if not m or int(m[2]) not in levels or int(m[1]) in levels[int(m[2])]:
+            continue
+        lvl, col = int(m[1]), levels[int(m[2])]
+        lo, hi = [k for k in col if k < lvl], [k for k in col if k > lvl]
+        if lo and hi:
+            lo, hi = max(lo), min(hi)
+            w = (lvl - lo) / (hi - lo)
+            out[f"hidden_level_{lvl}_num_{m[2]}"] = (col[lo] + w * (col[hi] - col[lo]), stage.get_object_state(b, "size"))
+    return out
+
+
+def goal_state(stage, hidden: Dict[str, tuple], goal: str) -> tuple:
+    """(position, size) of a shown or inferred goal."""
+    if goal in hidden:
+        return hidden[goal]
+    return stage.get_object_state(goal, "cartesian_position"), stage.get_object_state(goal, "size")
+
+
 class _Episode:
-    """Controller state of one env during one episode: the goals bottom-up, the movable blocks, the current cycle."""
+    """Controller state of one env during one episode: the goals bottom-up (shown and inferred), the movable blocks,
+    the current cycle."""
 
     def __init__(self, env):
         stage = env.get_stage()
         self.blocks = sorted(n for n, o in stage.get_rigid_objects().items() if o.is_not_fixed())
-        self.goals = sorted(stage.get_visual_objects(),
-                            key=lambda g: (round(float(stage.get_object_state(g, "cartesian_position")[2]), 3), g))
+        shown = list(stage.get_visual_objects())
+        self.hidden = hidden_goals(stage, self.blocks, shown)
+        self.goals = sorted(shown + list(self.hidden),
+                            key=lambda g: (round(float(goal_state(stage, self.hidden, g)[0][2]), 3), g))
         self.block, self.phase, self.t0 = None, 0, 0.0
         self.start, self.yaw, self.offset = None, 0.0, np.zeros(3)
 
 
-def next_pick(stage, blocks: List[str], goals: List[str]):
+def next_pick(stage, blocks: List[str], goals: List[str], hidden: Optional[Dict[str, tuple]] = None):
     """(block, goal) of the next grasp cycle, or None: the lowest goal that no block fills yet, and the nearest
     block of the same size that fills no goal. A block fills a goal when it lies within PLACED_TOL of its smallest
-    side from it."""
+    side from it. `hidden`: the inferred goals among `goals` (hidden_goals)."""
+    hidden = hidden or {}
     pos = {b: stage.get_object_state(b, "cartesian_position") for b in blocks}
     size = {b: stage.get_object_state(b, "size") for b in blocks}
     used = set()
     open_goals = []
     for g in goals:
-        gp, gs = stage.get_object_state(g, "cartesian_position"), stage.get_object_state(g, "size")
+        gp, gs = goal_state(stage, hidden, g)
         fill = [b for b in blocks if b not in used and np.abs(size[b] - gs).max() < 0.002
                 and np.linalg.norm(pos[b] - gp) < PLACED_TOL * gs.min()]
         if fill:
@@ -151,7 +197,7 @@ class ScriptedExpert:
         stage = env.get_stage()
         tips_now = env._robot.get_latest_full_state()["end_effector_positions"].reshape(3, 3)
         if ep.block is None:  # start a cycle: the lowest open goal and the nearest free block that fits it
-            ep.block = next_pick(stage, ep.blocks, ep.goals)
+            ep.block = next_pick(stage, ep.blocks, ep.goals, ep.hidden)
             ep.phase, ep.t0, ep.start = 0, now, tips_now.mean(0)
         if ep.block is None:  # everything placed: hold still above the structure
             center = tips_now.mean(0)
@@ -159,7 +205,7 @@ class ScriptedExpert:
         tool, goal = ep.block
         pos = stage.get_object_state(tool, "cartesian_position")
         size = stage.get_object_state(tool, "size")
-        gpos = stage.get_object_state(goal, "cartesian_position")
+        gpos = goal_state(stage, ep.hidden, goal)[0]
         yaw = _yaw(stage.get_object_state(tool, "orientation"))
         yaw = (yaw + np.pi / 4) % (np.pi / 2) - np.pi / 4  # a cube's yaw modulo 90°, nearest to zero
         r_grip = size[1] / 2 + TIP_RADIUS - SQUEEZE

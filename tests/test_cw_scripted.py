@@ -82,6 +82,67 @@ def test_collect_two_scripted_episodes(tmp_path):
     assert meta["env_config"]["goals"] == "resample"
 
 
+class _Stage:
+    """A stand-in for CausalWorld's stage: object name -> position and size."""
+
+    def __init__(self, objects):
+        self.objects = objects
+
+    def get_object_state(self, name, key):
+        return np.asarray(self.objects[name][{"cartesian_position": 0, "size": 1}[key]], float)
+
+
+def test_hidden_goals_lie_between_the_shown_levels():
+    from envs import cw_scripted
+
+    size = [0.1, 0.065, 0.065]
+    stage = _Stage({"goal_level_0_num_0": ([0.0, 0.0, 0.03], size), "goal_level_3_num_0": ([0.3, 0.0, 0.3], size),
+                    "tool_level_1_num_0": ([0.5, 0.5, 0.03], [0.12, 0.065, 0.065]),
+                    "tool_level_2_num_0": ([0.5, 0.5, 0.03], size), "tool_level_0_num_0": ([0.5, 0.5, 0.03], size),
+                    "tool_level_1_num_1": ([0.5, 0.5, 0.03], size), "tool_block_0": ([0.5, 0.5, 0.03], size)})
+    blocks = ["tool_level_0_num_0", "tool_level_1_num_0", "tool_level_2_num_0", "tool_level_1_num_1", "tool_block_0"]
+    hidden = cw_scripted.hidden_goals(stage, blocks, ["goal_level_0_num_0", "goal_level_3_num_0"])
+    assert sorted(hidden) == ["hidden_level_1_num_0", "hidden_level_2_num_0"]  # column 1 has no shown goal: none
+    np.testing.assert_allclose(hidden["hidden_level_1_num_0"][0], [0.1, 0.0, 0.12])
+    np.testing.assert_allclose(hidden["hidden_level_2_num_0"][0], [0.2, 0.0, 0.21])
+    np.testing.assert_allclose(hidden["hidden_level_1_num_0"][1], [0.12, 0.065, 0.065])  # the block's own size
+    pos, sz = cw_scripted.goal_state(stage, hidden, "goal_level_3_num_0")
+    np.testing.assert_allclose(pos, [0.3, 0.0, 0.3])
+    assert cw_scripted.hidden_goals(stage, ["tool_block_0"], ["goal_level_0_num_0"]) == {}  # other tasks: none
+
+
+def test_creative_stacked_blocks_gets_a_feasible_structure_and_its_middle_level(tmp_path):
+    """The default stage of creative_stacked_blocks is refused at reset; make_env builds the fixed structure of
+    cw_env.STRUCTURES (3 levels of one 6.5 cm, 20 g block), which accepts every class's intervention; the episode
+    length is CausalWorld's own rule on it (10 s per block); the script's goals run bottom-up through the inferred
+    middle level; a tiny scripted collection records the structure."""
+    import collect_data
+    from envs import cw_scripted
+
+    st = cw_env.STRUCTURES["creative_stacked_blocks"]
+    env = cw_env.make_env("creative_stacked_blocks", 3)
+    stage = env.get_stage()
+    blocks = cw_env.movable_blocks(env)
+    assert len(blocks) == st["stack_levels"] and stage.check_feasiblity_of_stage()
+    assert cw_env.default_episode_len(env) == int(st["stack_levels"] * 10 / env.dt)
+    for b in blocks:
+        assert stage.get_object_state(b, "size")[2] == pytest.approx(st["blocks_min_size"])
+        assert stage.get_object_state(b, "mass") == pytest.approx(st["blocks_mass"])
+    for c in cw_env.class_table(cw_env.feature_spaces(env, "creative_stacked_blocks", cw_env.ARENA_FEATURES), 3, None):
+        cw_env.start_episode(env, cw_env.to_intervention(c, blocks), 0, goals="default")  # raises if refused
+    ep = cw_scripted._Episode(env)
+    assert ep.goals == ["goal_level_0_num_0", "hidden_level_1_num_0", "goal_level_2_num_0"]
+    low, high = (stage.get_object_state(g, "cartesian_position") for g in ("goal_level_0_num_0", "goal_level_2_num_0"))
+    np.testing.assert_allclose(ep.hidden["hidden_level_1_num_0"][0], (low + high) / 2)
+    assert cw_scripted.next_pick(stage, ep.blocks, ep.goals, ep.hidden)[1] in ep.goals
+    env.close()
+    path = str(tmp_path / "creative.npz")
+    cfg = cw_env.CWConfig(episodes=2, n_classes=1, episode_len=10, noise_levels=(0.0,), expert="scripted", lockstep=2)
+    collect_data.main(collect_data.Args(env="cw:creative_stacked_blocks", out=path, seed=0, cw=cfg))
+    meta = envs.load_dataset(path)["metadata"]
+    assert meta["env_config"]["structure"] == st and meta["env_config"]["goals"] == "default"
+
+
 def test_general_gets_its_fixed_feasible_structure_and_collects(tmp_path):
     """general's default stage is refused by CausalWorld's own feasibility check (a dropped goal block rolls off the
     arena); make_env builds the fixed structure of cw_env.STRUCTURES instead: five 6.5 cm, 20 g blocks, a feasible
