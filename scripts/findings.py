@@ -179,7 +179,7 @@ def budget_summary_row(label: str, path: str) -> dict:
     best = o["over_draws"].split(" > ")
     rank = best.index("OILCA") + 1
     return {"family": label, "order": "yes" if o["paper_order_oilca"]["over_draws"] else "no",
-            "oilca_rank": f"{rank} of {len(best)} (four columns)", "best": best[0],
+            "oilca_rank": f"{rank} of {len(best)} columns", "best": best[0],
             "evidence": evidence(len(s["draws"]), seeds, [top])}
 
 
@@ -196,7 +196,7 @@ def budget_folder_row(label: str, folder: str, split: str) -> dict:
     cells, top, _ = budget_folder_cells(folder, split)
     r = ranks(cells)
     best = min(r, key=lambda m: (r[m], m))
-    return {"family": label, "order": order_verdict(cells), "oilca_rank": f"{r['oilca']} of {len(cells)} (four columns)",
+    return {"family": label, "order": order_verdict(cells), "oilca_rank": f"{r['oilca']} of {len(cells)} columns",
             "best": name(best), "evidence": evidence(1, [c["n"] for c in cells.values()], [top])}
 
 
