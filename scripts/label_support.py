@@ -10,7 +10,10 @@ gives the label error, mean_j |a~'_j - π*(s~')_j| as fidelity.py measures it, o
     issue proposed as an alternative,
 each as median / 90th percentile. It also gives, for the kept share q of the rows nearest D_E (`--keeps`), the
 label error of the dataset's labels there: what `augment.py --support-keep q` would keep of these rows (the flag
-draws more candidates, so its kept rows are not exactly these). It trains nothing and changes no dataset.
+draws more candidates, so its kept rows are not exactly these). Every row of the table also gives how far its
+states lie from the toy's target (median / 90th percentile of ‖s - target‖), with D_E's own states as the last row:
+the expert reaches the target early and stays there, so most D_E states, and the rows nearest them, lie at the
+target. It trains nothing and changes no dataset.
 
     python scripts/label_support.py --augmented data/toy_labels_aug_r0.5_s0.npz \
         --out results/toy_labels/label_support.json --table results/toy_labels/label_support.md
@@ -77,6 +80,7 @@ def main(args: Args) -> dict:
     expert = env.expert_action(states)
     err_own = np.abs(labels - expert).mean(-1)
     err_nn = np.abs(ref_act[nearest] - expert).mean(-1)
+    to_target = np.linalg.norm(states - env.target, axis=-1)
     cuts = np.quantile(dist, qs)
     edges = [0.0] + [float(c) for c in cuts] + [float(dist.max())]
     bin_of = np.searchsorted(cuts, dist, side="right")
@@ -86,27 +90,32 @@ def main(args: Args) -> dict:
         lo = 0.0 if b == 0 else qs[b - 1]
         hi = 1.0 if b == len(qs) else qs[b]
         bins.append({"quantiles": [lo, hi], "distance": [edges[b], edges[b + 1]], "own_labels": stats(err_own[m]),
-                     "nearest_transition_labels": stats(err_nn[m])})
+                     "nearest_transition_labels": stats(err_nn[m]), "to_target": stats(to_target[m])})
     order = np.argsort(dist, kind="stable")
-    keeps = [{"keep": float(q), "own_labels": stats(err_own[order[:max(1, int(round(q * len(order))))]])}
-             for q in args.keeps]
+    kept = {q: order[:max(1, int(round(q * len(order))))] for q in args.keeps}
+    keeps = [{"keep": float(q), "own_labels": stats(err_own[k]), "to_target": stats(to_target[k])} for q, k in kept.items()]
     sampler = meta.get("augmentation", {}).get("sampler_facts")
     result = {"env": "toy", "dataset": args.augmented, "dataset_fingerprint": contract.fingerprint(data),
               "labels": sampler, "n_rows": int(aug.sum()), "n_reference": int(de.sum()),
-              "all": {"own_labels": stats(err_own), "nearest_transition_labels": stats(err_nn)},
+              "all": {"own_labels": stats(err_own), "nearest_transition_labels": stats(err_nn),
+                      "to_target": stats(to_target)},
+              "d_e": {"to_target": stats(np.linalg.norm(ref - env.target, axis=-1))},
               "bins": bins, "keeps": keeps, "args": asdict(args)}
     fmt = lambda s: f"{s['median']:.3f} / {s['p90']:.3f}" if s else "–"  # noqa: E731
     lines = ["| rows (by distance to the nearest D_E state) | rows | distance | own labels, median / 90th pct. | "
-             "nearest D_E transition's action, median / 90th pct. |", "|---|---|---|---|---|"]
+             "nearest D_E transition's action, median / 90th pct. | distance to the target, median / 90th pct. |",
+             "|---|---|---|---|---|---|"]
     lines.append(f"| all | {result['n_rows']} | – | {fmt(result['all']['own_labels'])} | "
-                 f"{fmt(result['all']['nearest_transition_labels'])} |")
+                 f"{fmt(result['all']['nearest_transition_labels'])} | {fmt(result['all']['to_target'])} |")
     for b in bins:
         n = b["own_labels"]["n"] if b["own_labels"] else 0
         lines.append(f"| quantiles {b['quantiles'][0]:g}–{b['quantiles'][1]:g} | {n} | "
                      f"{b['distance'][0]:.3f}–{b['distance'][1]:.3f} | {fmt(b['own_labels'])} | "
-                     f"{fmt(b['nearest_transition_labels'])} |")
+                     f"{fmt(b['nearest_transition_labels'])} | {fmt(b['to_target'])} |")
     for k in keeps:
-        lines.append(f"| the {k['keep']:g} nearest | {k['own_labels']['n']} | – | {fmt(k['own_labels'])} | – |")
+        lines.append(f"| the {k['keep']:g} nearest | {k['own_labels']['n']} | – | {fmt(k['own_labels'])} | – | "
+                     f"{fmt(k['to_target'])} |")
+    lines.append(f"| D_E's states | {result['n_reference']} | 0 | – | – | {fmt(result['d_e']['to_target'])} |")
     outs = {args.out: lambda p: contract.save_json(p, result)}
     if args.table:
         outs[args.table] = lambda p: contract.save_text(p, "\n".join(lines) + "\n")

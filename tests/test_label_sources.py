@@ -323,7 +323,12 @@ def test_label_support_by_distance(tiny_augmented_args, tiny_dataset, tmp_path):
     np.testing.assert_allclose(res["bins"][1]["nearest_transition_labels"]["p90"], np.percentile(near[~lo], 90), rtol=1e-4)
     np.testing.assert_allclose(res["all"]["nearest_transition_labels"]["median"], np.median(near), rtol=1e-4)
     assert res["keeps"][1]["own_labels"]["median"] == pytest.approx(float(np.median(own)), rel=1e-5)
-    assert "| quantiles 0–0.5 |" in table.read_text()
+    assert "| quantiles 0–0.5 |" in table.read_text() and "| D_E's states |" in table.read_text()
+    to_target = np.linalg.norm(data["observations"][de] - env.target, axis=-1)
+    assert res["d_e"]["to_target"]["n"] == int(de.sum())
+    np.testing.assert_allclose(res["d_e"]["to_target"]["median"], np.median(to_target), rtol=1e-5)
+    np.testing.assert_allclose(res["bins"][0]["to_target"]["p90"],
+                               np.percentile(np.linalg.norm(s[lo] - env.target, axis=-1), 90), rtol=1e-5)
     with pytest.raises(ValueError, match="--quantiles"):
         label_support.main(label_support.Args(augmented=tiny_augmented_args.out, out=str(tmp_path / "x.json"),
                                               quantiles=(0.7, 0.3)))
