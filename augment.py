@@ -56,8 +56,11 @@ Every flag is checked before any work; the sampler and the dataset are written a
 dataset has passed the contract's checks, and no output may be one of the inputs.
 """
 
-import time
 import math
+import os
+import shutil
+import tempfile
+import time
 from dataclasses import asdict, dataclass
 from typing import Literal, Optional, Tuple
 
@@ -243,9 +246,56 @@ def sample_actions(actor: Actor, norm: Normalizer, obs: np.ndarray, gen: torch.G
     return (norm.low + (a + 1) / 2 * (norm.high - norm.low)).astype(np.float32)
 
 
+BLOCK = 1 << 16  # counterfactual rows made this many at a time (the same rows, noise and labels as in one pass)
+
+
+def buffer(spill: Optional[str], key: str, shape: tuple, dtype) -> np.ndarray:
+    """An array for new rows: in memory, or (`spill`, a folder: the dataset is larger than memory) a file there."""
+    if spill is None:
+        return np.empty(shape, dtype)
+    return np.lib.format.open_memmap(os.path.join(spill, key + ".npy"), "w+", dtype, shape)
+
+
+def joined(old: np.ndarray, new: np.ndarray) -> contract.Rows:
+    """np.concatenate([old, new]) in old's dtype, as contract.Rows: read block by block as the file is written."""
+    old, new = np.asanyarray(old), np.asanyarray(new)
+
+    def blocks():
+        for part in (old, new):
+            for i in range(0, len(part), BLOCK):
+                yield np.asarray(part[i:i + BLOCK]).astype(old.dtype, copy=False)
+
+    return contract.Rows((len(old) + len(new),) + old.shape[1:], old.dtype, blocks)
+
+
+class Spill:
+    """A folder beside --out for the new rows of a dataset larger than memory, made when first asked for and
+    removed when the run ends, however it ends."""
+
+    def __init__(self, near: str):
+        self.near, self.path = near, None
+
+    def folder(self) -> str:
+        if self.path is None:
+            self.path = tempfile.mkdtemp(prefix=".augment-spill-", dir=os.path.dirname(os.path.abspath(self.near)))
+        return self.path
+
+    def remove(self) -> None:
+        if self.path is not None:
+            shutil.rmtree(self.path, ignore_errors=True)
+
+
 @contract.all_or_nothing  # a failed run writes nothing; SIGTERM cleans up as SIGINT does
 @contract.together()  # its outputs are renamed into place together at the end: all of them or none
 def main(args: Args) -> dict:
+    spill = Spill(args.out)
+    try:
+        return augment(args, spill)
+    finally:
+        spill.remove()
+
+
+def augment(args: Args, spill_folder: Spill) -> dict:
     t0 = time.time()
     checks.fields(args, ratio=checks.Real(0, MAX_RATIO), seed=checks.SEED, sampler_steps=checks.COUNT,
                   sampler_lr=checks.RATE, batch_size=checks.COUNT, hidden=checks.COUNT, threads=checks.COUNT,
@@ -284,6 +334,7 @@ def main(args: Args) -> dict:
         raise ValueError(f"{args.dataset} is already augmented: augment the raw dataset")
     contract.require_expert(data, args.dataset)
     meta = data["metadata"]
+    spill = spill_folder.folder() if contract.is_mapped(data["observations"]) else None  # new rows go to disk
     ivae = load_ivae(args.ivae, data, args.dataset) if uses_ivae else None
     torch.set_num_threads(args.threads)
     exp_rows, unl_rows = np.flatnonzero(data["expert"]), np.flatnonzero(~data["expert"])
@@ -365,7 +416,21 @@ def main(args: Args) -> dict:
         else:  # nothing to add (the ratio is already met by D_E)
             s_cf, s_next_cf = (data["observations"][:0],) * 2
             a_cf = data["actions"][:0]
-    else:  # counterfactual (the paper) or reconstruct (the authors' code)
+    elif args.mode == "counterfactual" and not (support or ensemble):  # the paper's rows, a block at a time
+        partner = rng.choice(unl_rows, n_draw)
+        s_cf, a_cf, s_next_cf = (buffer(spill, k, (n_aug,) + data[k].shape[1:], data[k].dtype)
+                                 for k in ("observations", "actions", "next_observations"))
+        with torch.no_grad():
+            for i in range(0, n_aug, BLOCK):  # the same rows and noise as one pass over all of them
+                j = min(n_aug, i + BLOCK)
+                s, p = src[i:j], partner[i:j]
+                mean_q, logvar_q = (x[0] for x in ivae.encode(T("observations", s), T("actions", s),
+                                                              T("next_observations", s), T("aux", s)))
+                u = mean_q if args.posterior == "mean" else mean_q + (0.5 * logvar_q).exp() * torch.randn(mean_q.shape, generator=gen)
+                s_cf[i:j] = ivae.decode(T("observations", p), T("actions", p), u)[0].numpy()
+                a_cf[i:j] = sample_actions(actor, norm, s_cf[i:j], gen) if sample_labels else label(s_cf[i:j])
+                s_next_cf[i:j] = ivae.decode(torch.as_tensor(s_cf[i:j]), torch.as_tensor(a_cf[i:j]), u)[0].numpy()
+    else:  # counterfactual with a label filter, or reconstruct (the authors' code): one pass
         with torch.no_grad():
             mean_q, logvar_q = (x[0] for x in ivae.encode(T("observations", src), T("actions", src),
                                                           T("next_observations", src), T("aux", src)))
@@ -416,9 +481,12 @@ def main(args: Args) -> dict:
     if "policy_ids" in data:
         new["policy_ids"] = np.full(n_aug, -1)
     old = {**data, "augmented": np.zeros(N, bool), "aug_source": np.full(N, -1), "aug_partner": np.full(N, -1)}
-    arrays = {k: np.concatenate([old[k], new[k]]).astype(old[k].dtype, copy=False) for k in new}
-    for parts in (old, new, data):  # from here on only `arrays` is written: the parts it was joined from are freed
-        parts.clear()
+    if spill is None:
+        arrays = {k: np.concatenate([old[k], new[k]]).astype(old[k].dtype, copy=False) for k in new}
+        for parts in (old, new, data):  # from here on only `arrays` is written: the parts it was joined from are freed
+            parts.clear()
+    else:  # larger than memory: the collected rows (mapped) and the new ones (spilled), written block by block
+        arrays = {k: joined(old[k], new[k]) for k in new}
     del s_cf, a_cf, s_next_cf, extra
     meta = {**meta, "augmentation": {**recorded(args), "n_augmented": n_aug, "n_expert_rows": int(len(exp_rows)),
                                      "n_unlabelled_rows": int(len(unl_rows)), "sampler_bc_loss": sampler_loss,
@@ -428,12 +496,17 @@ def main(args: Args) -> dict:
     if sup_facts is not None:
         meta["augmentation"]["support"] = sup_facts
     arrays["metadata"] = contract.dataset_arrays_from_meta(meta)
-    envs.validate_dataset(args.out, arrays)
+    if spill is None:
+        envs.validate_dataset(args.out, arrays)
     if uses_sampler and not args.sampler:  # the sampler is written with the dataset, once both are complete
         contract.save_policy(args.sampler_out, sampler_art)
     for path, art in zip(member_outs, member_arts):
         contract.save_policy(path, art)
-    contract.save_npz(args.out, arrays)
+    if spill is None:
+        contract.save_npz(args.out, arrays)
+    else:  # checked as written, before it takes --out's place; stored uncompressed, as its input, to be mapped
+        contract.save_npz(args.out, arrays, compress=False,
+                          check=lambda tmp: envs.validate_dataset(args.out, contract.read_npz(tmp)))
     print(f"wrote {args.out}: {N} collected rows + {n_aug} augmented ({args.mode}); augmented D_E / D_U = "
           f"{(len(exp_rows) + n_aug) / max(1, len(unl_rows)):.3f} ({time.time() - t0:.1f}s)")
     return {"path": args.out, "n_augmented": n_aug}

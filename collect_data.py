@@ -26,6 +26,9 @@ Every flag is checked before collecting; while it runs, --out is locked (a secon
 CausalWorld collections are long (hours for towers): every finished batch of `--cw.lockstep` episodes is kept in
 `<out>.parts/` until the dataset is written, so a stopped collection run again with the same arguments (and code)
 runs only the missing batches; `--cw.workers N` runs the batches in N processes. Neither changes a byte.
+`--uncompressed` stores the arrays uncompressed, for datasets near or above the memory size: every stage then
+memory-maps them (docs/contract.md), and a CausalWorld collection keeps its observations in `<out>.parts/` while it
+runs. The arrays are the same as without it.
 """
 
 import json
@@ -68,6 +71,10 @@ class Args:
     """CausalWorld options (cw_env.py): episodes, intervened features, behaviour mix"""
     force: bool = False
     """overwrite an existing output even if it was made with the same arguments"""
+    uncompressed: bool = False
+    """store the arrays uncompressed: every stage then memory-maps them instead of reading them into memory, and a
+    CausalWorld collection keeps its observations in a file while it runs (datasets near or above the memory size;
+    the arrays and so every result are the same, the file is larger)"""
 
 
 def split_expert(returns: np.ndarray, positive_frac: float, expert_prob: float, rng: np.random.Generator,
@@ -109,7 +116,7 @@ def recipe_table(returns, classes, policy_ids, positive, expert, behaviors) -> s
 def backend_args(args: Args, backend: str) -> dict:
     """The arguments that shape this backend's data (other backends' options are left out of the record)."""
     arg_dict = json.loads(json.dumps(asdict(args)))
-    arg_dict.pop("force"), arg_dict.pop("out")
+    arg_dict.pop("force"), arg_dict.pop("out"), arg_dict.pop("uncompressed")  # how it is stored: not the data
     if arg_dict["expert_episodes"] is None:
         arg_dict.pop("expert_episodes")  # datasets made before the flag existed keep their records
     if arg_dict.get("cw", {}).get("expert") == "shipped":
@@ -157,7 +164,7 @@ def main(args: Args) -> dict:
         raise SystemExit(f"error: {args.out} exists and was collected with other arguments: pass --force or another --out")
 
     t0 = time.time()
-    parts = {"parts": args.out + ".parts"} if backend == "cw" else {}  # finished batches, kept for a resume
+    parts = {"parts": args.out + ".parts", "spill": args.uncompressed} if backend == "cw" else {}  # kept for a resume
     out = envs.collect(args.env, getattr(args, backend, None), args.seed, **parts)
     positive, expert = split_expert(out["returns"], args.positive_frac, args.expert_prob, out["rng"],
                                     args.expert_episodes)
@@ -169,8 +176,12 @@ def main(args: Args) -> dict:
                       **({"expert_episodes": args.expert_episodes} if args.expert_episodes else {}),
                       "n_positive_episodes": int(positive.sum()), "n_expert_episodes": int(expert.sum())}}
     arrays["metadata"] = contract.dataset_arrays_from_meta(meta)
-    envs.validate_dataset(args.out, arrays)  # never write a file that the next stage would refuse
-    contract.save_npz(args.out, arrays)
+    if any(isinstance(a, contract.Rows) for a in arrays.values()):  # written block by block, checked as written
+        contract.save_npz(args.out, arrays, compress=False,
+                          check=lambda tmp: envs.validate_dataset(args.out, contract.read_npz(tmp)))
+    else:
+        envs.validate_dataset(args.out, arrays)  # never write a file that the next stage would refuse
+        contract.save_npz(args.out, arrays, compress=not args.uncompressed)
     if parts:
         shutil.rmtree(parts["parts"], ignore_errors=True)  # the dataset is written: its batches are no longer needed
     table = recipe_table(out["returns"], out["classes"], out["policy_ids"], positive, expert, out["behaviors"])

@@ -29,7 +29,7 @@ import torch
 from oilca import contract
 from training.trainer import (Actor, Normalizer, TrainerArgs, artifact, bc_loss, check_args, check_checkpoints,
                            check_outputs, checkpoint_name, finish, in_training_eval, is_eval_step, load, run_cli,
-                           run_facts, setup, start, training_rows)
+                           run_facts, setup, start, rows_tensor, training_rows)
 
 
 @dataclass
@@ -85,9 +85,9 @@ def main(args: Args) -> dict:
     rows = cloned_rows(data, args)
     method = args.method or f"bc_{args.data if args.data == 'all' else 'exp'}"
     device = setup(args)
-    norm = Normalizer(data["observations"][rows], meta["action_low"], meta["action_high"])
-    obs = torch.as_tensor(norm.obs(data["observations"][rows]), device=device)
-    act = torch.as_tensor(norm.act(data["actions"][rows]), device=device)
+    norm = Normalizer(data["observations"], meta["action_low"], meta["action_high"], rows)
+    obs = rows_tensor(data["observations"], norm.obs, device, rows)
+    act = rows_tensor(data["actions"], norm.act, device, rows)
     print(f"{method}: cloning {rows.sum()} rows of {args.dataset} ({contract.describe(data)})")
 
     torch.manual_seed(args.seed)

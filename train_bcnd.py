@@ -46,7 +46,7 @@ import torch.nn as nn
 from oilca import contract
 from training.trainer import (LOG_STD_MAX, LOG_STD_MIN, MU_MAX, Normalizer, TrainerArgs, artifact, check_args, checks,
                            check_outputs, finish, in_training_eval, is_eval_step, load, run_cli, run_facts, setup,
-                           start, training_rows)
+                           start, rows_tensor, training_rows)
 
 
 @dataclass
@@ -177,8 +177,8 @@ def main(args: Args) -> dict:
     torch.manual_seed(args.seed)  # every round's initialisation, and the layers the evaluations build
     rng = np.random.default_rng(args.seed)  # the split and the minibatches
     norm = Normalizer(data["observations"], meta["action_low"], meta["action_high"])  # every training row
-    obs = torch.as_tensor(norm.obs(data["observations"]), device=device)
-    act = torch.as_tensor(norm.act(data["actions"]), device=device)
+    obs = rows_tensor(data["observations"], norm.obs, device)
+    act = rows_tensor(data["actions"], norm.act, device)
     splits = split_rows(rng, N, K)  # disjoint D_1 … D_K (Alg. 1, step 1)
     size = min(len(s) for s in splits)  # rows of every member per epoch
     steps_per_epoch = math.ceil(size / args.batch_size)

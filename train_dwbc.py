@@ -39,7 +39,7 @@ import torch.nn as nn
 from oilca import contract
 from training.trainer import (Actor, Normalizer, TrainerArgs, artifact, check_args, check_checkpoints, check_outputs,
                            checkpoint_name, checks, finish, in_training_eval, is_eval_step, load, run_cli, run_facts,
-                           setup, start, training_rows)
+                           setup, start, rows_tensor, training_rows)
 
 LOG_PI_MIN, LOG_PI_MAX, D_MIN, D_MAX = -20.0, 10.0, 0.1, 0.9
 RULES = dict(alpha=checks.Real(1), eta=checks.OPEN_UNIT, d_update_every=checks.COUNT, aug_frac=checks.UNIT)  # its flags
@@ -161,14 +161,14 @@ def main(args: Args) -> dict:
     checkpoints = check_checkpoints(args.checkpoints, args.total_steps)
     data, meta, spec = load(args.dataset)
     rows = dwbc_rows(data, args)
-    norm = Normalizer(data["observations"][rows["train"]], meta["action_low"], meta["action_high"])
+    norm = Normalizer(data["observations"], meta["action_low"], meta["action_high"], rows["train"])
     check_outputs(args, spec)
     method = args.method or ("oilca" if len(rows["augmented"]) else "dwbc")
     if args.alpha < 1 + args.eta / (D_MIN * (1 - D_MIN)):
         print(f"warning: alpha={args.alpha} < 1 + eta/0.09 = {1 + args.eta / 0.09:.2f}: expert weights can be negative")
     device = setup(args)
-    obs = torch.as_tensor(norm.obs(data["observations"]), device=device)
-    act = torch.as_tensor(norm.act(data["actions"]), device=device)
+    obs = rows_tensor(data["observations"], norm.obs, device)
+    act = rows_tensor(data["actions"], norm.act, device)
     print(f"{method}: D_E {len(rows['collected'])} collected + {len(rows['augmented'])} augmented rows, "
           f"D_U {len(rows['unlabelled'])} rows ({args.dataset})")
 

@@ -40,7 +40,8 @@ import torch.nn as nn
 
 from oilca import contract
 from training.trainer import (Actor, Normalizer, TrainerArgs, artifact, check_args, check_outputs, checks, finish,
-                           in_training_eval, is_eval_step, load, run_cli, run_facts, setup, start, training_rows)
+                           in_training_eval, is_eval_step, load, rows_tensor, run_cli, run_facts, setup, start,
+                           training_rows)
 
 EPS2 = 1e-3  # inside f = log(1/(σ + 1e-3) - 1 + 1e-3), as in the official code
 GRAD_EPS = float(np.finfo(np.float32).eps)  # added to the gradient before its norm, as in the official code
@@ -176,9 +177,9 @@ def main(args: Args) -> dict:
     method = args.method or ("iswbc_ca" if aug.any() else "iswbc")
     exp_rows = np.flatnonzero(data["expert"])  # D_E: the collected expert rows and the counterfactual rows
     device = setup(args)
-    norm = Normalizer(data["observations"][norm_rows(data, args)], meta["action_low"], meta["action_high"])
-    obs = torch.as_tensor(norm.obs(data["observations"]), device=device)  # every row: the union U
-    act = torch.as_tensor(norm.act(data["actions"]), device=device)
+    norm = Normalizer(data["observations"], meta["action_low"], meta["action_high"], norm_rows(data, args))
+    obs = rows_tensor(data["observations"], norm.obs, device)  # every row: the union U
+    act = rows_tensor(data["actions"], norm.act, device)
     N, B = len(obs), args.batch_size
     print(f"{method}: D_E {len(exp_rows)} rows ({aug.sum()} augmented), union {N} rows ({args.dataset})")
 

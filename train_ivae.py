@@ -34,8 +34,11 @@ matching (Hungarian), computed on the posterior means, as in the iVAE literature
 
 import json
 import os
+import shutil
+import tempfile
 import time
 import zipfile
+import warnings
 from dataclasses import asdict, dataclass
 from typing import Literal, Optional
 
@@ -144,19 +147,32 @@ def evaluate_model(model: IVAE, tensors, batch: int = 8192, seed: int = 0) -> di
 
 
 @torch.no_grad()
-def encode_dataset(model: IVAE, tensors, members: list, batch: int = 8192) -> tuple:
+def encode_dataset(model: IVAE, tensors, members: list, batch: int = 8192, spill: Optional[str] = None) -> tuple:
     """Posterior means and log-variances [len(members), N, d] of the given members, written in place batch by batch:
-    a CausalWorld dataset has millions of rows and d = obs_dim, so only the members asked for are kept."""
+    a CausalWorld dataset has millions of rows and d = obs_dim, so only the members asked for are kept; with `spill`
+    (a file name stem: the dataset is larger than memory) they are files, memory-mapped."""
     n, means, logvars = len(tensors[0]), None, None
     for i in range(0, n, batch):
         m, lv = model.encode(*(t[i:i + batch] for t in tensors))
         if means is None:
-            means, logvars = (np.empty((len(members), n, m.shape[-1]), np.float32) for _ in range(2))
+            shape = (len(members), n, m.shape[-1])
+            means, logvars = (np.empty(shape, np.float32) if spill is None else
+                              np.lib.format.open_memmap(f"{spill}_{name}.npy", "w+", np.float32, shape)
+                              for name in ("mean", "logvar"))
         means[:, i:i + batch], logvars[:, i:i + batch] = m[members].cpu().numpy(), lv[members].cpu().numpy()
     return means, logvars
 
 
-def fit(args: Args, prior: str, data: dict, tensors, device, csv_name: str = "progress.csv") -> dict:
+def shared_tensor(x: np.ndarray, device) -> torch.Tensor:
+    """x as a tensor on `device`; on the CPU it shares x's memory, so a memory-mapped dataset (stored uncompressed,
+    larger than memory) is read as batches use it, never copied (the tensors are only read)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "The given NumPy array is not writable")
+        return torch.as_tensor(x, device=device)
+
+
+def fit(args: Args, prior: str, data: dict, tensors, device, csv_name: str = "progress.csv",
+        spill: Optional[str] = None) -> dict:
     """Train `restarts` models side by side with the given prior; keep the one with the best final ELBO on D_all.
     Its progress rows go to <out_dir>/<csv_name> (and with --tensorboard to <out_dir>/tb/<prior>)."""
     meta = data["metadata"]
@@ -194,7 +210,7 @@ def fit(args: Args, prior: str, data: dict, tensors, device, csv_name: str = "pr
     result = evaluate_model(model, tensors, seed=args.seed)
     best = int(np.argmax(result["elbo"]))  # model selection by ELBO only, never by MCC
     members = list(range(E)) if "exogenous" in data else [best]  # MCC is reported for every restart
-    u_mean, u_logvar = encode_dataset(model, tensors, members)
+    u_mean, u_logvar = encode_dataset(model, tensors, members, spill=spill and os.path.join(spill, prior))
     checks.finite_losses({"elbo": float(result["elbo"][best])}, args.total_steps, f"iVAE ({prior}), best restart")
     history = [{"restart": k, "elbo": float(result["elbo"][k]), "log_lik": float(result["log_lik"][k]),
                 "kl": float(result["kl"][k])} for k in range(E)]
@@ -283,14 +299,24 @@ def main(args: Args) -> dict:
     run = contract.RunFolder(args.out_dir)  # a fresh --out-dir for the logs; the results are staged beside it
     torch.set_num_threads(args.threads or cli.cpu_cores())
     device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
-    tensors = [torch.as_tensor(data[k], device=device) for k in ("observations", "actions", "next_observations")]
-    tensors.append(torch.as_tensor(data["aux"], device=device))
+    tensors = [shared_tensor(data[k], device) for k in ("observations", "actions", "next_observations", "aux")]
     print(f"{args.dataset}: {contract.describe(data)}")
 
-    fits = {args.prior: fit(args, args.prior, data, tensors, device)}
+    mapped = contract.is_mapped(data["observations"])  # larger than memory: the posteriors go to files, not memory
+    spill = tempfile.mkdtemp(prefix=".ivae-spill-", dir=os.path.dirname(os.path.abspath(run.staging))) if mapped else None
+    try:
+        return write_fits(args, data, tensors, device, run, arg_dict, spill)
+    finally:
+        if spill:
+            shutil.rmtree(spill, ignore_errors=True)
+
+
+def write_fits(args: Args, data: dict, tensors, device, run, arg_dict: dict, spill: Optional[str]) -> dict:
+    """Fit the prior (and with --compare the other one), then stage and commit the run's outputs."""
+    fits = {args.prior: fit(args, args.prior, data, tensors, device, spill=spill)}
     other = "standard" if args.prior == "conditional" else "conditional"
     if args.compare:
-        fits[other] = fit(args, other, data, tensors, device, f"progress_{other}.csv")
+        fits[other] = fit(args, other, data, tensors, device, f"progress_{other}.csv", spill=spill)
     main_fit = fits[args.prior]
 
     fp = contract.fingerprint(data)
@@ -304,7 +330,7 @@ def main(args: Args) -> dict:
         latents["exogenous"] = data["exogenous"]
     if args.compare:
         latents["u_mean_ablation"] = fits[other]["u_mean"]
-    contract.save_npz(os.path.join(run.staging, "latents.npz"), latents)
+    contract.save_npz(os.path.join(run.staging, "latents.npz"), latents, compress=spill is None)
 
     metrics = {"args": arg_dict, "dataset": args.dataset, "dataset_fingerprint": fp, "n_transitions": len(data["aux"]),
                "n_classes": data["metadata"]["n_classes"]}

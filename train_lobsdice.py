@@ -183,7 +183,7 @@ def main(args: Args) -> dict:
         raise ValueError(f"{args.dataset}: D_U is empty (every collected row is expert)")
     method = args.method or ("lobsdice_ca" if aug.any() else "lobsdice")
     device = setup(args)
-    norm = Normalizer(data["observations"][unl_rows], meta["action_low"], meta["action_high"])
+    norm = Normalizer(data["observations"], meta["action_low"], meta["action_high"], unl_rows)
     obs, next_obs, act = transition_tensors(data, norm, device)
     obs_dim, act_dim, N, B = meta["obs_dim"], meta["act_dim"], len(obs), args.batch_size
     print(f"{method}: expert (s, s') {len(exp_rows)} rows ({aug.sum()} augmented), union {N} rows, "

@@ -190,7 +190,8 @@ def main(args: Args) -> dict:
             trace["reward_loss"].append(r_loss.item())
         prog.update(step, lambda: {"loss": r_loss.item()})  # the loss is read only when a line is due
     with torch.no_grad():  # relabel D_all once with the frozen R_ψ
-        reward = reward_model(obs, act)
+        reward = reward_model(obs, act) if torch.is_tensor(obs) else torch.cat(  # memory-mapped rows: in blocks
+            [reward_model(obs[i:i + 65536], act[i:i + 65536]) for i in range(0, len(obs), 65536)])
     r_e, r_u = reward[exp_rows].mean(), reward[unl_rows].mean()
     checks.finite_losses({"reward_loss": r_loss.item(), "r_expert": r_e.item(), "r_unlabelled": r_u.item()},
                          reward_steps, f"{method} reward model")

@@ -603,15 +603,19 @@ def _open_parts(parts: str, key: str, n_batches: int) -> set:
 
 def collect_batches(cfg: CWConfig, task: str, T: int, obs_dim: int, interventions: List[dict], ep_seeds: np.ndarray,
                     specs: list, ep_specs: np.ndarray, env_seed: int, parts: Optional[str] = None, key: str = "",
-                    progress: str = "") -> dict:
+                    progress: str = "", spill: bool = False) -> dict:
     """run_episodes(record=True) for a collection, in batches of cfg.lockstep episodes: with `parts` (a folder) every
     finished batch is saved there, and a restart with the same key loads those and runs only the rest; with
     cfg.workers > 1 the batches run in that many processes, each rebuilding `specs` from cfg (behaviour_table).
-    The bytes are the same either way."""
+    The bytes are the same either way. With `spill` the observations are held in a file in `parts` (memory-mapped)
+    instead of memory: a dataset larger than memory."""
     E, L = len(interventions), cfg.lockstep
     batches = [np.arange(b, min(b + L, E)) for b in range(0, E, L)]
     done = _open_parts(parts, key, len(batches)) if parts else set()
     out = _empty(E, T, obs_dim, True)
+    if spill:
+        out["obs"] = np.lib.format.open_memmap(os.path.join(parts, "observations.npy"), "w+", np.float32,
+                                               (E, T + 1, obs_dim))
 
     def store(b: int, batch: dict, save: bool) -> None:
         for k in ("returns", "success", "obs", "act", "rew"):
@@ -663,11 +667,15 @@ def collect_batches(cfg: CWConfig, task: str, T: int, obs_dim: int, intervention
     return out
 
 
-def collect(cfg: CWConfig, task: str, seed: int, parts: Optional[str] = None) -> dict:
+def collect(cfg: CWConfig, task: str, seed: int, parts: Optional[str] = None, spill: bool = False) -> dict:
     """Collect cfg.episodes episodes of cw:<task>; the return value follows collect_data.py's backend interface.
     Every argument is checked (features, intervention values against space A, snapshots) before any episode runs.
     With `parts` (a folder; collect_data.py passes <out>.parts) finished batches are kept there until the dataset is
-    written, so an interrupted collection resumes (collect_batches); cfg.workers processes share the batches."""
+    written, so an interrupted collection resumes (collect_batches); cfg.workers processes share the batches. With
+    `spill` (and `parts`) the observations stay in a file there and the returned observations and next observations
+    are contract.Rows, read episode by episode as the dataset is written: peak memory no longer grows with them."""
+    if spill and not parts:
+        raise ValueError("spill: the observations need the parts folder")
     env_id = f"cw:{task}"
     features = check_features(cfg.features)
     if cfg.episodes < 1 or cfg.n_classes < 1 or cfg.lockstep < 1 or cfg.skip_frame < 1 or cfg.workers < 1:
@@ -690,14 +698,20 @@ def collect(cfg: CWConfig, task: str, seed: int, parts: Optional[str] = None) ->
     print(f"collecting {E} episodes × {T} steps of {env_id} (classes {cfg.n_classes} on {features}, "
           f"{len(specs)} behaviour policies)", flush=True)
     out = collect_batches(cfg, task, T, obs_dim, [table[c] for c in classes], ep_seeds, specs, policy_ids, seed,
-                          parts, _parts_key(cfg, task, seed, T) if parts else "", progress=f"collect {env_id}")
+                          parts, _parts_key(cfg, task, seed, T) if parts else "", progress=f"collect {env_id}",
+                          spill=spill)
     obs, nxt = out["obs"][:, :-1], out["obs"][:, 1:]  # one array, so s'_t == s_{t+1} holds exactly
     returns = out["rew"].astype(np.float64).sum(axis=1)
     timeouts = np.zeros((E, T), bool)
     timeouts[:, -1] = True  # CausalWorld episodes end at a time limit, never in a terminal state
+    if spill:  # episode by episode from the file, never whole in memory
+        obs = contract.Rows((E * T, obs_dim), np.float32, lambda: (out["obs"][e, :-1] for e in range(E)))
+        nxt = contract.Rows((E * T, obs_dim), np.float32, lambda: (out["obs"][e, 1:] for e in range(E)))
+    else:
+        obs, nxt = obs.reshape(E * T, obs_dim), nxt.reshape(E * T, obs_dim)
     arrays = {
-        "observations": obs.reshape(E * T, obs_dim), "actions": out["act"].reshape(E * T, ACT_DIM),
-        "next_observations": nxt.reshape(E * T, obs_dim), "rewards": out["rew"].reshape(E * T),
+        "observations": obs, "actions": out["act"].reshape(E * T, ACT_DIM),
+        "next_observations": nxt, "rewards": out["rew"].reshape(E * T),
         "terminals": np.zeros(E * T, bool), "timeouts": timeouts.reshape(E * T),
         "episode_ids": np.repeat(np.arange(E), T).astype(np.int64), "aux": np.repeat(classes, T).astype(np.int64),
         "episode_returns": np.repeat(returns, T).astype(np.float32),

@@ -38,6 +38,7 @@ import signal
 import threading
 import time
 import zipfile
+import zlib
 from typing import Any, Callable, Dict, Optional
 
 import numpy as np
@@ -126,9 +127,10 @@ def clean_stale(path: str) -> list:
     return removed
 
 
-def _atomic_write(path: str, write_fn) -> None:
-    """Call write_fn(file_object) on a temp file beside `path`, fsync, then rename it over `path`. The temp files
-    of dead writers to the same path are removed first. An OSError becomes a one-line ContractError."""
+def _atomic_write(path: str, write_fn, check: Optional[Callable[[str], Any]] = None) -> None:
+    """Call write_fn(file_object) on a temp file beside `path`, fsync, `check(temp path)` if given (it raises to
+    refuse the file), then rename it over `path`. The temp files of dead writers to the same path are removed
+    first. An OSError becomes a one-line ContractError."""
     folder = os.path.dirname(os.path.abspath(path))
     tmp = None
     try:
@@ -140,6 +142,8 @@ def _atomic_write(path: str, write_fn) -> None:
             write_fn(f)
             f.flush()
             os.fsync(f.fileno())
+        if check is not None:
+            check(tmp)
         pending = getattr(_STAGED, "writes", None)
         if pending is not None:  # inside together(): renamed when the block ends
             pending.append((tmp, path))
@@ -188,20 +192,67 @@ def together():
                 pass
 
 
-def save_npz(path: str, arrays: Dict[str, Any]) -> None:
-    """Atomic, byte-reproducible `.npz` (fixed zip timestamps, sorted keys, deflate compression)."""
+class Rows:
+    """An array given to save_npz in row blocks, for data that should never be whole in memory: `shape` and `dtype`
+    of the whole, and `blocks`, a callable returning an iterator of arrays of that dtype whose rows, in order, make
+    up the whole (checked while writing)."""
+
+    def __init__(self, shape, dtype, blocks: Callable[[], Any]):
+        self.shape, self.dtype, self.blocks = tuple(int(n) for n in shape), np.dtype(dtype), blocks
+
+
+def _write_member(zf: zipfile.ZipFile, key: str, arr, compress: bool) -> None:
+    """One `.npy` member written straight into the zip (no copy of the array in memory), the same bytes as
+    np.lib.format.write_array of the whole array gives."""
+    info = zipfile.ZipInfo(key + ".npy", date_time=(1980, 1, 1, 0, 0, 0))
+    info.compress_type = zipfile.ZIP_DEFLATED if compress else zipfile.ZIP_STORED
+    info.external_attr = 0o644 << 16
+    if not isinstance(arr, Rows):
+        arr = np.asanyarray(arr)
+        if arr.dtype.hasobject or (arr.flags.f_contiguous and not arr.flags.c_contiguous):
+            buf = io.BytesIO()  # a Fortran-ordered array keeps its own layout, as write_array writes it
+            np.lib.format.write_array(buf, arr, allow_pickle=False)
+            zf.writestr(info, buf.getvalue())
+            return
+    header = io.BytesIO()
+    np.lib.format._write_array_header(header, {"descr": np.lib.format.dtype_to_descr(arr.dtype),
+                                               "fortran_order": False, "shape": arr.shape}, None)
+    nbytes = math.prod(arr.shape) * arr.dtype.itemsize
+    info.file_size = len(header.getvalue()) + nbytes  # zip64 headers exactly when the member needs them
+    rows, block = 0, max(1, (16 << 20) // max(1, math.prod(arr.shape[1:]) * arr.dtype.itemsize))
+    with zf.open(info, "w") as dest:
+        dest.write(header.getvalue())
+        if isinstance(arr, Rows):
+            for b in arr.blocks():
+                b = np.ascontiguousarray(b)
+                if b.dtype != arr.dtype or b.shape[1:] != arr.shape[1:] or rows + len(b) > arr.shape[0]:
+                    raise ValueError(f"'{key}': a block of {b.dtype} {b.shape} does not fit {arr.dtype} {arr.shape}")
+                dest.write(memoryview(b).cast("B"))
+                rows += len(b)
+            if rows != arr.shape[0]:
+                raise ValueError(f"'{key}': the blocks hold {rows} rows, {arr.shape[0]} declared")
+        elif arr.ndim == 0:
+            dest.write(arr.tobytes())
+        else:
+            for i in range(0, len(arr), block):  # 16 MiB at a time
+                dest.write(memoryview(np.ascontiguousarray(arr[i:i + block])).cast("B"))
+
+
+def save_npz(path: str, arrays: Dict[str, Any], compress: bool = True,
+             check: Optional[Callable[[str], Any]] = None) -> None:
+    """Atomic, byte-reproducible `.npz` (fixed zip timestamps, sorted keys, deflate compression). Arrays are
+    written straight into the file, never copied whole; a value may be `Rows`, written block by block.
+    `compress=False` stores the arrays uncompressed, so that load_dataset memory-maps them instead of reading them
+    (a dataset larger than memory); the arrays, and so every result, are the same either way. `check(path of the
+    written file)` runs before the file takes `path`'s place, e.g. the data contract's checks of what was written
+    block by block."""
 
     def write(f):
         with zipfile.ZipFile(f, "w", compression=zipfile.ZIP_DEFLATED) as zf:
             for key in sorted(arrays):
-                buf = io.BytesIO()
-                np.lib.format.write_array(buf, np.asanyarray(arrays[key]), allow_pickle=False)
-                info = zipfile.ZipInfo(key + ".npy", date_time=(1980, 1, 1, 0, 0, 0))
-                info.compress_type = zipfile.ZIP_DEFLATED
-                info.external_attr = 0o644 << 16
-                zf.writestr(info, buf.getvalue())
+                _write_member(zf, key, arrays[key], compress)
 
-    _atomic_write(path, write)
+    _atomic_write(path, write, check)
 
 
 def save_text(path: str, text: str) -> None:
@@ -508,7 +559,7 @@ def _fail(path: str, msg: str):
 
 
 def _array_headers(path: str, zf: zipfile.ZipFile) -> Dict[str, tuple]:
-    """{key: (shape, dtype, zip member)} of the schema's members, read from the `.npy` headers alone; a member
+    """{key: (shape, dtype, zip member, (length of its .npy header, Fortran order))} of the schema's members, read from the `.npy` headers alone; a member
     whose size in the zip header disagrees with its array header, or that holds objects, is refused here."""
     known = set(DATASET_KEYS) | set(OPTIONAL_KEYS) | {"metadata"}
     readers = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
@@ -521,15 +572,52 @@ def _array_headers(path: str, zf: zipfile.ZipFile) -> Dict[str, tuple]:
             version = np.lib.format.read_magic(f)
             if version not in readers:
                 _fail(path, f"'{key}' has .npy format version {version}, expected 1.0 or 2.0")
-            shape, _, dtype = readers[version](f)
+            shape, fortran, dtype = readers[version](f)
             offset = f.tell()
         if dtype.hasobject:
             _fail(path, f"'{key}' holds Python objects (pickled data is never loaded)")
         if info.file_size != offset + math.prod(shape) * dtype.itemsize:
             _fail(path, f"'{key}': the zip header declares {info.file_size} bytes but the array header {shape} "
                         f"{dtype} needs {offset + math.prod(shape) * dtype.itemsize}")
-        headers[key] = (shape, dtype, info)
+        headers[key] = (shape, dtype, info, (offset, fortran))
     return headers
+
+
+def _mapped(path: str, zf: zipfile.ZipFile, key: str, shape, dtype, info, npy_header: tuple) -> np.ndarray:
+    """A member stored without compression, memory-mapped read-only (pages are read as they are used and can be
+    dropped again, so a dataset larger than memory can be used); its CRC is checked block by block, as reading
+    it would."""
+    if info.flag_bits & 0x1:
+        _fail(path, f"'{key}' is encrypted")
+    zf.fp.seek(info.header_offset)
+    local = zf.fp.read(30)
+    if len(local) != 30 or local[:4] != b"PK\x03\x04":
+        _fail(path, f"'{key}': bad local zip header (truncated or corrupted?)")
+    start = info.header_offset + 30 + int.from_bytes(local[26:28], "little") + int.from_bytes(local[28:30], "little")
+    npy, fortran = npy_header
+    if os.path.getsize(path) < start + info.file_size:
+        _fail(path, f"'{key}' runs past the end of the file (truncated?)")
+    arr = np.memmap(path, dtype=dtype, mode="r", offset=start + npy, shape=shape, order="F" if fortran else "C")
+    with open(path, "rb") as f:
+        f.seek(start)
+        crc, left = 0, info.file_size
+        while left:
+            block = f.read(min(left, 64 << 20))
+            if not block:
+                _fail(path, f"'{key}' runs past the end of the file (truncated?)")
+            crc, left = zlib.crc32(block, crc), left - len(block)
+    if crc != info.CRC:
+        _fail(path, f"not a readable .npz file (truncated or corrupted?): BadZipFile: Bad CRC-32 for file '{info.filename}'")
+    return arr
+
+
+def is_mapped(arr) -> bool:
+    """Whether an array (or a view of one) lives in a memory-mapped file rather than in memory."""
+    while isinstance(arr, np.ndarray):
+        if isinstance(arr, np.memmap):
+            return True
+        arr = arr.base
+    return False
 
 
 def _read_npz(path: str) -> Dict[str, np.ndarray]:
@@ -545,17 +633,26 @@ def _read_npz(path: str) -> Dict[str, np.ndarray]:
             headers = _array_headers(path, zf)
             if "metadata" not in headers:
                 _fail(path, "missing required key 'metadata' (a JSON string, see docs/contract.md)")
-            shape, dtype, info = headers["metadata"]
+            shape, dtype, info, _ = headers["metadata"]
             if shape != () or dtype.kind != "U" or info.file_size > MAX_METADATA_BYTES:
                 _fail(path, f"'metadata' must be a 0-d string of at most {MAX_METADATA_BYTES} bytes, found "
                             f"{dtype} {shape} ({info.file_size} bytes)")
             meta = _parse_metadata(path, {"metadata": np.lib.format.read_array(zf.open(info), allow_pickle=False)})
             _check_declared(path, headers, meta)
-            return {k: np.lib.format.read_array(zf.open(info), allow_pickle=False) for k, (_, _, info) in headers.items()}
+            return {k: _mapped(path, zf, k, *header)
+                    if header[2].compress_type == zipfile.ZIP_STORED and k != "metadata" and math.prod(header[0])
+                    else np.lib.format.read_array(zf.open(header[2]), allow_pickle=False)
+                    for k, header in headers.items()}
     except ContractError:
         raise
     except Exception as e:  # zipfile.BadZipFile, EOFError, CRC errors, bad headers, …
         _fail(path, f"not a readable .npz file (truncated or corrupted?): {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+
+
+def read_npz(path: str) -> Dict[str, np.ndarray]:
+    """The schema's arrays of a dataset file as stored (members stored uncompressed memory-mapped), unvalidated:
+    for validate_dataset."""
+    return _read_npz(path)
 
 
 def _check_declared(path: str, headers: Dict[str, tuple], meta: Dict[str, Any]) -> None:
@@ -571,7 +668,7 @@ def _check_declared(path: str, headers: Dict[str, tuple], meta: Dict[str, Any]) 
             if key == "exogenous" and "u_dim" not in meta:
                 _fail(path, "'exogenous' is present but metadata has no 'u_dim'")
             _check_shape(path, key, headers[key][0], spec, dims)
-    infos = [info for _, _, info in headers.values()]
+    infos = [info for _, _, info, _ in headers.values()]
     declared, compressed = sum(i.file_size for i in infos), sum(i.compress_size for i in infos)
     if declared > MAX_INFLATION * max(compressed, 1) + (1 << 20):
         _fail(path, f"the arrays declare {declared} bytes for {compressed} compressed bytes (over {MAX_INFLATION}:1): "
@@ -636,20 +733,36 @@ def _check_shape(path, key, shape, spec, dims) -> None:
         _fail(path, f"'{key}' has shape {tuple(shape)}, expected {expected} {names}")
 
 
+BLOCK_BYTES = 64 << 20  # the checks read a dataset's arrays this many bytes at a time
+
+
+def _block_rows(arr) -> int:
+    return max(1, BLOCK_BYTES // max(1, arr[:1].nbytes))
+
+
+def _first(arr: np.ndarray, test) -> Optional[tuple]:
+    """The index of the first element where test(block) is True, reading `arr` in blocks of rows (the temporaries
+    stay small even when the array is memory-mapped and larger than memory); None if there is none."""
+    step = _block_rows(arr)
+    for i in range(0, len(arr), step):
+        hit = np.argwhere(test(arr[i:i + step]))
+        if len(hit):
+            return (int(hit[0][0]) + i,) + tuple(int(j) for j in hit[0][1:])
+    return None
+
+
 def _check_array(path, key, arr, kind, shape, dims) -> np.ndarray:
     if not np.issubdtype(arr.dtype, _KINDS[kind]):
         _fail(path, f"'{key}' has dtype {arr.dtype}, expected {kind}")
     _check_shape(path, key, arr.shape, shape, dims)
     if kind == "float":
         arr = arr.astype(np.float32, copy=False)  # no second copy of a float32 array: datasets run to gigabytes
-        bad = ~np.isfinite(arr)
-        if bad.any():
-            row = int(np.argwhere(bad)[0][0])
-            _fail(path, f"'{key}' contains NaN or inf (first at row {row})")
-        big = (arr > MAX_ABS) | (arr < -MAX_ABS)  # |x| > MAX_ABS, without a float temporary
-        if big.any():
-            row = int(np.argwhere(big)[0][0])
-            _fail(path, f"'{key}' holds {arr[tuple(np.argwhere(big)[0])]:.3g} at row {row}: values must lie within "
+        at = _first(arr, lambda b: ~np.isfinite(b))
+        if at is not None:
+            _fail(path, f"'{key}' contains NaN or inf (first at row {at[0]})")
+        at = _first(arr, lambda b: (b > MAX_ABS) | (b < -MAX_ABS))  # |x| > MAX_ABS, without a float temporary
+        if at is not None:
+            _fail(path, f"'{key}' holds {arr[at]:.3g} at row {at[0]}: values must lie within "
                         f"±{MAX_ABS:.0e} (normalisation statistics would overflow)")
     elif kind == "int":
         arr = arr.astype(np.int64, copy=False)
@@ -720,9 +833,12 @@ def _check_episodes(path: str, data: Dict[str, Any], per_row_aux: bool = False) 
         _fail(path, f"row {row} of the collected data: terminals|timeouts must be set exactly at each episode's last row")
     obs, nxt = data["observations"][keep], data["next_observations"][keep]
     inner = ~is_end[:-1]
-    mismatch = np.flatnonzero(inner & np.any(nxt[:-1] != obs[1:], axis=1))
-    if len(mismatch):
-        _fail(path, f"next_observations[{mismatch[0]}] != observations[{mismatch[0] + 1}] inside an episode (broken or shuffled transitions)")
+    step = _block_rows(obs)
+    for i in range(0, len(obs) - 1, step):  # block by block: the arrays may be larger than memory
+        mismatch = np.flatnonzero(inner[i:i + step] & np.any(nxt[i:i + step][:len(inner) - i] != obs[i + 1:i + 1 + step], axis=1))
+        if len(mismatch):
+            row = int(mismatch[0]) + i
+            _fail(path, f"next_observations[{row}] != observations[{row + 1}] inside an episode (broken or shuffled transitions)")
     rewards = data["rewards"][keep]
     for key in ("expert", "episode_returns") + (() if per_row_aux else ("aux",)):
         col = data[key][keep]

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from oilca import contract
+from oilca import contract, rows
 
 
 class EnsembleLinear(nn.Module):
@@ -62,9 +62,15 @@ class IVAE(nn.Module):
             self.register_buffer(f"{name}_std", torch.ones(dim))
 
     def set_normalizer(self, obs: np.ndarray, act: np.ndarray, next_obs: np.ndarray) -> None:
-        for name, x in (("obs", obs), ("act", act), ("delta", next_obs - obs)):
-            getattr(self, f"{name}_mean").copy_(torch.as_tensor(x.mean(0)))
-            getattr(self, f"{name}_std").copy_(torch.as_tensor(x.std(0) + 1e-6))
+        """Mean/std of s, a and s' - s over the rows given (block by block when memory-mapped, the same numbers)."""
+        if contract.is_mapped(obs) and obs.ndim == 2 and obs.shape[1] > 1:
+            delta = rows.block_mean_std(len(obs), lambda i, j: next_obs[i:j] - obs[i:j])
+        else:
+            d = next_obs - obs
+            delta = d.mean(0), d.std(0)
+        for name, (mean, std) in (("obs", rows.mean_std(obs)), ("act", rows.mean_std(act)), ("delta", delta)):
+            getattr(self, f"{name}_mean").copy_(torch.as_tensor(mean))
+            getattr(self, f"{name}_std").copy_(torch.as_tensor(std + 1e-6))
 
     def member(self, k: int) -> "IVAE":
         """A single-model IVAE holding member k's weights."""

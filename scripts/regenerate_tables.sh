@@ -35,6 +35,9 @@ for summary in results/*_summary.json; do  # verdicts over data draws: label sou
 done
 $PY scripts/sampler_table.py --results results/toy results/toy_d1 results/toy_d2 results/dmc_cartpole-swingup \
   results/cw_pushing --out results/sampler_study.md --doc docs/sampler.md > /dev/null
+for memory in results/memory/*.json; do  # the peak-memory tables (scripts/benchmark_memory.py)
+  [ -f "$memory" ] && $PY scripts/benchmark_memory.py --again "$memory" > /dev/null
+done
 $PY scripts/findings.py > /dev/null  # last: it reads the summaries above
 [ -n "${NO_STATUS:-}" ] && exit 0  # report.py --check-docs compares the files itself
 echo "regenerated every table; differences from the committed files:"

@@ -24,6 +24,7 @@ import torch
 import torch.nn as nn
 
 from oilca import contract
+from oilca.rows import mean_std, row_index  # noqa: F401  (row_index: for the trainers)
 import envs
 
 LOG_STD_MIN, LOG_STD_MAX, MU_MAX, ACT_EPS = -5.0, 2.0, 9.0, 1e-6
@@ -75,8 +76,10 @@ def bc_loss(actor: Actor, obs, act):
 class Normalizer:
     """Observation standardisation (+1e-3 as in DWBC) and the map of actions between their bounds and [-1, 1]."""
 
-    def __init__(self, obs: np.ndarray, low, high):
-        self.mean, self.std = obs.mean(0), obs.std(0) + 1e-3
+    def __init__(self, obs: np.ndarray, low, high, rows: Optional[np.ndarray] = None):
+        """Statistics of obs[rows] (every row if None); obs may be memory-mapped (mean_std)."""
+        mean, std = mean_std(obs, rows)
+        self.mean, self.std = mean, std + 1e-3
         self.low, self.high = np.asarray(low, np.float32), np.asarray(high, np.float32)
         if not (np.isfinite(self.mean).all() and np.isfinite(self.std).all()):  # the data contract bounds values
             raise ValueError("observation mean/std are not finite: the observations are too large for float32")

@@ -33,7 +33,7 @@ import torch
 
 import envs
 from oilca import checks, cli, contract
-from training.policy import (EVAL_SEED, LOG_STD_MAX, LOG_STD_MIN, MU_MAX, Actor, Normalizer, artifact,  # noqa: F401
+from training.policy import (EVAL_SEED, LOG_STD_MAX, LOG_STD_MIN, MU_MAX, Actor, Normalizer, artifact, mean_std, row_index,  # noqa: F401
                              artifact_info, bc_loss, check_dims, evaluate_and_save, in_training_eval, nll)
 from oilca.progress import Progress
 
@@ -104,12 +104,39 @@ def training_rows(data: dict):
     return data["expert"] & ~aug, aug, ~data["expert"] & ~aug
 
 
+class MappedRows:
+    """The rows of a memory-mapped dataset array (a dataset larger than memory), read and transformed (`fn`, e.g.
+    Normalizer.obs) only when indexed: `rows_t[idx]` for an index tensor, array or slice gives the tensor on
+    `device` that torch.as_tensor(fn(arr))[idx] would give, bit for bit (fn acts row by row)."""
+
+    def __init__(self, arr: np.ndarray, fn, device: torch.device, rows: Optional[np.ndarray] = None):
+        self.arr, self.fn, self.device, self.rows = arr, fn, device, rows
+        self.shape = (len(arr) if rows is None else len(rows),) + tuple(arr.shape[1:])
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __getitem__(self, idx):
+        if torch.is_tensor(idx):
+            idx = idx.cpu().numpy()
+        if self.rows is not None:
+            idx = self.rows[idx]
+        return torch.as_tensor(self.fn(self.arr[idx]), device=self.device)
+
+
+def rows_tensor(arr: np.ndarray, fn, device: torch.device, rows: Optional[np.ndarray] = None):
+    """fn(arr[rows]) as a tensor on `device`; for a memory-mapped array, MappedRows, which reads rows when indexed."""
+    if contract.is_mapped(arr):
+        return MappedRows(arr, fn, device, row_index(rows, len(arr)))
+    return torch.as_tensor(fn(arr if rows is None else arr[rows]), device=device)
+
+
 def transition_tensors(data: dict, norm: Normalizer, device: torch.device):
     """(observations, next observations, actions) of every row, normalised by `norm` (whose statistics each method
-    chooses), as tensors on `device`."""
-    return (torch.as_tensor(norm.obs(data["observations"]), device=device),
-            torch.as_tensor(norm.obs(data["next_observations"]), device=device),
-            torch.as_tensor(norm.act(data["actions"]), device=device))
+    chooses), as tensors on `device` (rows_tensor: read when indexed if the dataset is memory-mapped)."""
+    return (rows_tensor(data["observations"], norm.obs, device),
+            rows_tensor(data["next_observations"], norm.obs, device),
+            rows_tensor(data["actions"], norm.act, device))
 
 
 def check_outputs(args, spec: dict, inputs: Optional[dict] = None) -> None:
