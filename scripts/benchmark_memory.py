@@ -215,8 +215,9 @@ def main(args: Args) -> dict:
             limit = args.limit_gb if storage == "stored" else None
             folder = os.path.join(work, f"{label}_{storage}")
             os.makedirs(folder)
-            run = {"code": label, "commit": subprocess.run(["git", "-C", code, "rev-parse", "--short", "HEAD"],
-                                                           capture_output=True, text=True).stdout.strip(),
+            git = lambda *a: subprocess.run(["git", "-C", code, *a], capture_output=True, text=True).stdout.strip()  # noqa: E731
+            dirty = bool(git("status", "--porcelain", "--untracked-files=no"))
+            run = {"code": label, "commit": git("rev-parse", "--short", "HEAD") + (" with uncommitted changes" if dirty else ""),
                    "storage": storage, "stages": {}}
             for name, cmd in stages(py, files[storage], folder, args):
                 row = measure(cmd, code, os.path.join(folder, name.split(" ")[0] + ".log"), limit)
