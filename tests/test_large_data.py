@@ -215,18 +215,21 @@ def test_toy_pipeline_gives_the_same_policies_from_either_storage(toy_pair, tmp_
         assert all(torch.equal(torch.as_tensor(sa[k]), torch.as_tensor(sb[k])) for k in sa), name
 
 
-def test_memory_benchmark_smoke(toy_pair, tmp_path):
-    """scripts/benchmark_memory.py on the toy, tiled twice, stored: every stage runs and is measured; the table is
-    rewritten from the JSON alone (--again) to the same text."""
+def test_memory_benchmark_smoke(tmp_path):
+    """scripts/benchmark_memory.py on a tiny toy dataset, tiled twice, stored: every stage runs and is measured; the
+    table is rewritten from the JSON alone (--again) to the same text."""
+    tiny = str(tmp_path / "tiny.npz")
+    run("collect_data.py", "--out", tiny, "--toy.n-classes", "2", "--toy.episodes-per-class", "6",
+        "--toy.env.episode-len", "20")
     out = str(tmp_path / "memory.json")
-    proc = run("scripts/benchmark_memory.py", "--dataset", toy_pair["deflated"], "--tile", "2", "--work",
+    proc = run("scripts/benchmark_memory.py", "--dataset", tiny, "--tile", "2", "--work",
                str(tmp_path / "work"), "--storages", "stored", "--ivae-steps", "5", "--sampler-steps", "5",
                "--policy-steps", "5", "--out", out)
     import json
 
     with open(out) as f:
         result = json.load(f)
-    assert result["dataset"]["rows"] == 2 * len(envs.load_dataset(toy_pair["deflated"])["rewards"])
+    assert result["dataset"]["rows"] == 2 * len(envs.load_dataset(tiny)["rewards"])
     stages = result["runs"][0]["stages"]
     assert len(result["runs"]) == 1 and len(stages) == 5 and all(s["exit"] == 0 for s in stages.values()), proc.stdout
     assert all(0 < s["peak_anon_gb"] <= s["peak_rss_gb"] for s in stages.values())
