@@ -166,7 +166,7 @@ def main(args: Args) -> dict:
     device = setup(args)
     norm = Normalizer(data["observations"], meta["action_low"], meta["action_high"])  # every training row
     obs, next_obs, act = transition_tensors(data, norm, device)
-    done = torch.as_tensor(data["terminals"], dtype=torch.float32, device=device)
+    done = torch.as_tensor(data["terminals"].astype(np.float32), device=device)  # a copy (the data may be mapped)
     obs_dim, act_dim, B = meta["obs_dim"], meta["act_dim"], args.batch_size
     print(f"{method}: D_E {len(exp_rows)} rows ({aug.sum()} augmented), D_U {len(unl_rows)} rows ({args.dataset})")
 
