@@ -53,6 +53,9 @@ class Args:
     """which files the first checkout runs on"""
     limit_gb: Optional[float] = None
     """memory cgroup limit of the runs on the stored file"""
+    collect_episodes: int = 0
+    """also measure collect_data.py on a CausalWorld dataset's task with this many episodes, the simulator replaced by
+    random numbers of the same shapes (the collection's own arrays and write, not pybullet's)"""
     ivae_steps: int = 200
     sampler_steps: int = 200
     policy_steps: int = 200
@@ -138,12 +141,35 @@ def measure(cmd: list, cwd: str, log: str, limit_gb: Optional[float]) -> dict:
     return row
 
 
-STAGE_ORDER = ["load and check", "iVAE (2 restarts)", "augmentation (ratio 1)", "BC-all",
+FAKE_COLLECT = """
+import numpy as np, collect_data, envs, envs.cw as cw
+meta = envs.load_dataset({src!r})["metadata"]
+class Simulated:  # run_episodes' record of a batch, drawn at random: the shapes of the real one
+    def __init__(self, task, skip_frame, lockstep, specs, env_seed=0):
+        self.rng = np.random.default_rng(env_seed)
+    def run(self, T, interventions, ep_seeds, ep_specs, record=True):
+        n, d = len(interventions), meta["obs_dim"]
+        return {{"returns": np.zeros(n), "success": np.zeros(n),
+                "obs": self.rng.standard_normal((n, T + 1, d), dtype=np.float32),
+                "act": self.rng.uniform(-1, 1, (n, T, 9)).astype(np.float32),
+                "rew": self.rng.random((n, T), dtype=np.float32)}}
+    def close(self):
+        pass
+cw.Lockstep = Simulated
+kw = dict(meta["collect_args"]["cw"], episodes={episodes})
+kw.pop("workers", None)
+extra = {{"uncompressed": True}} if {stored} else {{}}
+collect_data.main(collect_data.Args(env=meta["env_id"], out={out!r}, cw=cw.CWConfig(**kw), **extra))
+"""
+
+STAGE_ORDER = ["collection (simulator replaced)", "load and check", "iVAE (2 restarts)", "augmentation (ratio 1)", "BC-all",
                "OILCA (DWBC on the augmented file)"]
 
 
-def stages(py: str, data: str, work: str, args: Args) -> list:
-    return [
+def stages(py: str, data: str, work: str, args: Args, source: str = "", storage: str = "deflated") -> list:
+    collect = [("collection (simulator replaced)", [py, "-c", FAKE_COLLECT.format(
+        src=source, episodes=args.collect_episodes, stored=storage == "stored", out=f"{work}/collected.npz")])]
+    return (collect if args.collect_episodes else []) + [
         ("load and check", [py, "-c", f"import envs; d = envs.load_dataset({data!r}); print(len(d['rewards']))"]),
         ("iVAE (2 restarts)", [py, "train_ivae.py", "--dataset", data, "--out-dir", f"{work}/ivae", "--total-steps",
                                str(args.ivae_steps), "--restarts", "2", "--no-compare"]),
@@ -219,7 +245,7 @@ def main(args: Args) -> dict:
             dirty = bool(git("status", "--porcelain", "--untracked-files=no"))
             run = {"code": label, "commit": git("rev-parse", "--short", "HEAD") + (" with uncommitted changes" if dirty else ""),
                    "storage": storage, "stages": {}}
-            for name, cmd in stages(py, files[storage], folder, args):
+            for name, cmd in stages(py, files[storage], folder, args, os.path.abspath(args.dataset), storage):
                 row = measure(cmd, code, os.path.join(folder, name.split(" ")[0] + ".log"), limit)
                 run["stages"][name] = row
                 print(f"{label:>6} {storage:>8} {name:<36} peak RSS {row['peak_rss_gb']:6.2f} GB  anonymous "
@@ -227,7 +253,7 @@ def main(args: Args) -> dict:
                       + (f"  cgroup peak {row['cgroup_peak_gb']:.2f} of {limit} GB" if limit else ""), flush=True)
             runs.append(run)
             shutil.rmtree(os.path.join(folder, "ivae"), ignore_errors=True)
-            for f in ("aug.npz",):
+            for f in ("aug.npz", "collected.npz"):
                 if os.path.exists(os.path.join(folder, f)):
                     os.remove(os.path.join(folder, f))
     result = {"dataset": facts, "runs": runs, "machine": f"{platform.machine()}, {os.cpu_count()} cores, "
