@@ -496,17 +496,13 @@ def augment(args: Args, spill_folder: Spill) -> dict:
     if sup_facts is not None:
         meta["augmentation"]["support"] = sup_facts
     arrays["metadata"] = contract.dataset_arrays_from_meta(meta)
-    if spill is None:
-        envs.validate_dataset(args.out, arrays)
-    if uses_sampler and not args.sampler:  # the sampler is written with the dataset, once both are complete
+    # checked before it takes --out's place (a spilled one as written, stored uncompressed as its input), and only
+    # then the sampler and ensemble members beside it: a dataset the contract refuses leaves nothing behind
+    envs.save_dataset(args.out, arrays, compress=spill is None)
+    if uses_sampler and not args.sampler:
         contract.save_policy(args.sampler_out, sampler_art)
     for path, art in zip(member_outs, member_arts):
         contract.save_policy(path, art)
-    if spill is None:
-        contract.save_npz(args.out, arrays)
-    else:  # checked as written, before it takes --out's place; stored uncompressed, as its input, to be mapped
-        contract.save_npz(args.out, arrays, compress=False,
-                          check=lambda tmp: envs.validate_dataset(args.out, contract.read_npz(tmp)))
     print(f"wrote {args.out}: {N} collected rows + {n_aug} augmented ({args.mode}); augmented D_E / D_U = "
           f"{(len(exp_rows) + n_aug) / max(1, len(unl_rows)):.3f} ({time.time() - t0:.1f}s)")
     return {"path": args.out, "n_augmented": n_aug}

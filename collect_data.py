@@ -176,12 +176,8 @@ def main(args: Args) -> dict:
                       **({"expert_episodes": args.expert_episodes} if args.expert_episodes else {}),
                       "n_positive_episodes": int(positive.sum()), "n_expert_episodes": int(expert.sum())}}
     arrays["metadata"] = contract.dataset_arrays_from_meta(meta)
-    if any(isinstance(a, contract.Rows) for a in arrays.values()):  # written block by block, checked as written
-        contract.save_npz(args.out, arrays, compress=False,
-                          check=lambda tmp: envs.validate_dataset(args.out, contract.read_npz(tmp)))
-    else:
-        envs.validate_dataset(args.out, arrays)  # never write a file that the next stage would refuse
-        contract.save_npz(args.out, arrays, compress=not args.uncompressed)
+    blocks = any(isinstance(a, contract.Rows) for a in arrays.values())  # spilled observations: uncompressed
+    envs.save_dataset(args.out, arrays, compress=not (blocks or args.uncompressed))  # nothing the next stage refuses
     if parts:
         shutil.rmtree(parts["parts"], ignore_errors=True)  # the dataset is written: its batches are no longer needed
     table = recipe_table(out["returns"], out["classes"], out["policy_ids"], positive, expert, out["behaviors"])

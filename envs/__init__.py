@@ -140,3 +140,15 @@ def load_dataset_raw(path: str):
 def validate_dataset(path: str, raw: dict) -> dict:
     """contract.validate_dataset with the env check (a stage checks what it is about to write)."""
     return contract.validate_dataset(path, raw, check_env=check_spec)
+
+
+def save_dataset(path: str, arrays: dict, compress: bool = True) -> None:
+    """Write a dataset that the next stage will accept: arrays in memory are checked before anything is written;
+    where some are `contract.Rows` (given block by block), the written file is checked before it takes `path`'s
+    place. Either way a dataset that fails the contract leaves nothing at `path`."""
+    if any(isinstance(a, contract.Rows) for a in arrays.values()):
+        contract.save_npz(path, arrays, compress=compress,
+                          check=lambda tmp: validate_dataset(path, contract.read_npz(tmp)))
+    else:
+        validate_dataset(path, arrays)
+        contract.save_npz(path, arrays, compress=compress)

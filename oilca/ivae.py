@@ -63,12 +63,8 @@ class IVAE(nn.Module):
 
     def set_normalizer(self, obs: np.ndarray, act: np.ndarray, next_obs: np.ndarray) -> None:
         """Mean/std of s, a and s' - s over the rows given (block by block when memory-mapped, the same numbers)."""
-        if contract.is_mapped(obs) and obs.ndim == 2 and obs.shape[1] > 1:
-            delta = rows.block_mean_std(len(obs), lambda i, j: next_obs[i:j] - obs[i:j])
-        else:
-            d = next_obs - obs
-            delta = d.mean(0), d.std(0)
-        for name, (mean, std) in (("obs", rows.mean_std(obs)), ("act", rows.mean_std(act)), ("delta", delta)):
+        for name, (mean, std) in (("obs", rows.mean_std(obs)), ("act", rows.mean_std(act)),
+                                  ("delta", rows.diff_mean_std(obs, next_obs))):
             getattr(self, f"{name}_mean").copy_(torch.as_tensor(mean))
             getattr(self, f"{name}_std").copy_(torch.as_tensor(std + 1e-6))
 

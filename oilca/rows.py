@@ -39,6 +39,15 @@ def mean_std(x: np.ndarray, rows: Optional[np.ndarray] = None, block: int = 1 <<
     return block_mean_std(n, (lambda i, j: x[i:j]) if rows is None else (lambda i, j: x[rows[i:j]]), block)
 
 
+def diff_mean_std(x: np.ndarray, y: np.ndarray, block: int = 1 << 16):
+    """(y - x).mean(0), (y - x).std(0) bit for bit, without the whole difference in memory when x is memory-mapped
+    (e.g. s' - s of a dataset larger than memory)."""
+    if not contract.is_mapped(x) or x.ndim != 2 or x.shape[1] < 2:
+        d = y - x
+        return d.mean(0), d.std(0)
+    return block_mean_std(len(x), lambda i, j: y[i:j] - x[i:j], block)
+
+
 def block_mean_std(n: int, take, block: int = 1 << 16):
     """mean(0), std(0) of the n rows that take(i, j) gives block by block (rows i to j), as numpy gives them for the
     whole [n, d] float32 array with d >= 2, bit for bit."""

@@ -83,8 +83,7 @@ def tile(src: str, dst: str, times: int, compress: bool) -> None:
         meta["episode_success"] = meta["episode_success"] * times
     arrays = {k: rows(k) for k in data}
     arrays["metadata"] = contract.dataset_arrays_from_meta(meta)
-    contract.save_npz(dst, arrays, compress=compress,
-                      check=lambda tmp: envs.validate_dataset(dst, contract.read_npz(tmp)))
+    envs.save_dataset(dst, arrays, compress=compress)
 
 
 def in_cgroup(limit_gb: Optional[float]):

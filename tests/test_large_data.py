@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from oilca import contract
-from oilca.rows import block_mean_std, mean_std
+from oilca.rows import block_mean_std, diff_mean_std, mean_std
 import envs
 from conftest import one_line_error, run
 
@@ -154,8 +154,13 @@ def test_mean_std_of_mapped_rows_matches_numpy_bit_for_bit(tmp_path, dim):
             mean, std = mean_std(mapped, rows, block)
             assert np.array_equal(mean, want.mean(0)) and np.array_equal(std, want.std(0)), (name, block)
             assert mean.dtype == std.dtype == np.float32
+    y = x * 0.5 + rng.standard_normal(x.shape).astype(np.float32)  # s' - s of the iVAE's normaliser
+    np.save(str(tmp_path / "y.npy"), y)
+    y_mapped = np.load(str(tmp_path / "y.npy"), mmap_mode="r")
+    for block in (777, 1 << 16):
+        d = diff_mean_std(mapped, y_mapped, block)
+        assert np.array_equal(d[0], (y - x).mean(0)) and np.array_equal(d[1], (y - x).std(0)), block
     if dim > 1:
-        y = x + 1
         d = block_mean_std(len(x), lambda i, j: y[i:j] - x[i:j], 777)
         assert np.array_equal(d[0], (y - x).mean(0)) and np.array_equal(d[1], (y - x).std(0))
 
