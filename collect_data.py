@@ -176,8 +176,8 @@ def main(args: Args) -> dict:
                       **({"expert_episodes": args.expert_episodes} if args.expert_episodes else {}),
                       "n_positive_episodes": int(positive.sum()), "n_expert_episodes": int(expert.sum())}}
     arrays["metadata"] = contract.dataset_arrays_from_meta(meta)
-    blocks = any(isinstance(a, contract.Rows) for a in arrays.values())  # spilled observations: uncompressed
-    envs.save_dataset(args.out, arrays, compress=not (blocks or args.uncompressed))  # nothing the next stage refuses
+    # observations spilled to <out>.parts (only with --uncompressed) are written block by block and checked as written
+    envs.save_dataset(args.out, arrays, compress=not args.uncompressed)
     if parts:
         shutil.rmtree(parts["parts"], ignore_errors=True)  # the dataset is written: its batches are no longer needed
     table = recipe_table(out["returns"], out["classes"], out["policy_ids"], positive, expert, out["behaviors"])

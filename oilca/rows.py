@@ -28,10 +28,16 @@ def row_index(rows, n: int) -> Optional[np.ndarray]:
     return np.flatnonzero(rows) if rows.dtype == bool else rows
 
 
+def _in_blocks(x: np.ndarray) -> bool:
+    """Read a memory-mapped [N, d >= 2] array block by block; anything else whole (numpy sums one column pairwise,
+    which blocks would not reproduce)."""
+    return contract.is_mapped(x) and x.ndim == 2 and x.shape[1] >= 2
+
+
 def mean_std(x: np.ndarray, rows: Optional[np.ndarray] = None, block: int = 1 << 16):
     """x[rows].mean(0), x[rows].std(0) bit for bit, without a copy of x[rows] when x is memory-mapped (a dataset
     larger than memory): read `block` rows at a time. A single column is copied (numpy sums it pairwise)."""
-    if not contract.is_mapped(x) or x.ndim != 2 or x.shape[1] < 2:
+    if not _in_blocks(x):
         x = x if rows is None else x[rows]
         return x.mean(0), x.std(0)
     rows = row_index(rows, len(x))
@@ -42,7 +48,7 @@ def mean_std(x: np.ndarray, rows: Optional[np.ndarray] = None, block: int = 1 <<
 def diff_mean_std(x: np.ndarray, y: np.ndarray, block: int = 1 << 16):
     """(y - x).mean(0), (y - x).std(0) bit for bit, without the whole difference in memory when x is memory-mapped
     (e.g. s' - s of a dataset larger than memory)."""
-    if not contract.is_mapped(x) or x.ndim != 2 or x.shape[1] < 2:
+    if not _in_blocks(x):
         d = y - x
         return d.mean(0), d.std(0)
     return block_mean_std(len(x), lambda i, j: y[i:j] - x[i:j], block)
