@@ -243,6 +243,13 @@ class Args:
     """print the jobs (name, run/skip, command) and run nothing"""
     force: bool = False
     """run every job, even the up-to-date ones"""
+    ledger: bool = False
+    """keep each finished job's record also in results/<slug>/ledger/<job>.json (argv, code digest, the sha256 of its
+    inputs and outputs, the machine), to commit with the results: in a fresh clone a job whose ledger record has this
+    argv and code, whose files under results/ are the recorded ones, and whose inputs are the recorded outputs of its
+    upstream jobs is kept without running; a kept job's other outputs (data, checkpoints) are made again only where a
+    job that runs needs them, and must come out byte for byte as recorded, else the grid stops (the kept results rest
+    on those bytes). The study scripts use it, so a long study resumes from what was committed (--root in the repo)"""
 
 
 @dataclass
@@ -259,6 +266,9 @@ class Job:
     record: str = ""
     backend: str = ""  # the benchmark's env backend (toy, dmc, cw): the other backends' modules are not its code
     recheck: bool = False  # it runs only because an upstream job runs: skipped if its inputs come out unchanged
+    ledger: str = ""  # its record for the repo (--ledger): results/<slug>/ledger/<job>.json
+    kept: List[str] = field(default_factory=list)  # its outputs under results/ (a kept job's are there already)
+    regen: Optional[Dict[str, str]] = None  # a kept job made again for a job that needs its outputs: {output: sha256}
 
 
 def cpu_cores() -> int:
@@ -446,7 +456,9 @@ def build(args: Args, p: dict) -> List[Job]:
             return
         jobs.append(Job(name, stage, list(map(str, argv)), list(inputs), list(outputs), gpus=gpus,
                         log=path(home, "logs", name + ".log"), record=path(home, ".jobs", name + ".json"),
-                        backend=p["kind"]))
+                        backend=p["kind"], kept=[o for o in outputs if o.startswith(path("results", ""))],
+                        ledger=path("results", os.path.relpath(home, "runs"), "ledger", name + ".json")
+                        if args.ledger else ""))
 
     collect = ["collect_data.py", "--env", p["kind"] if p["kind"] == "toy" else args.benchmark, "--out", data,
                "--seed", args.data_seed]
@@ -938,16 +950,58 @@ def up_to_date(job: Job) -> bool:
     return all(same(i, rec["inputs"][i]) for i in job.inputs) and all(same(o, outputs[o]) for o in job.outputs)
 
 
+def ledger_record(job: Job) -> Optional[dict]:
+    """The job's ledger record if it has this argv, code, inputs and outputs; None otherwise."""
+    if not job.ledger:
+        return None
+    try:
+        with open(os.path.join(REPO, job.ledger)) as f:
+            rec = json.load(f)
+    except (OSError, ValueError):
+        return None
+    ok = isinstance(rec, dict) and rec.get("argv") == job.argv and isinstance(rec.get("inputs"), dict) and \
+        isinstance(rec.get("outputs"), dict) and set(rec["inputs"]) == set(job.inputs) and \
+        set(rec["outputs"]) == set(job.outputs) and rec.get("code") == code_digest(job)
+    return rec if ok else None
+
+
 def plan(jobs: List[Job], force: bool) -> Dict[str, str]:
-    """'run' or 'skip' per job: a job runs if it is not up to date or anything upstream of it runs. A job that is up
-    to date itself but has an upstream job to run is marked `recheck`: when its turn comes it is checked again and
-    skipped if its inputs came out byte-identical (early cut-off: a re-run that reproduces its outputs, e.g. after a
-    code change that leaves the numbers alone, does not re-run everything below it)."""
+    """'skip', 'keep', 'run' or 'regen' per job (in topological order). A job runs if it is not up to date or
+    anything upstream of it runs. A job that is up to date itself but has an upstream job to run is marked `recheck`:
+    when its turn comes it is checked again and skipped if its inputs came out byte-identical (early cut-off: a
+    re-run that reproduces its outputs, e.g. after a code change that leaves the numbers alone, does not re-run
+    everything below it).
+
+    With --ledger, a job that is not up to date here is kept ('keep') when its ledger record has its argv and code,
+    its outputs under results/ are the recorded ones, and each input is the recorded one (the file here, or the
+    ledger's record of a kept upstream job's output that is not here), with no upstream job to run. A kept job whose
+    missing outputs a running job needs is made again ('regen'), and must reproduce its recorded outputs."""
     state: Dict[str, str] = {}
+    recorded: Dict[str, str] = {}  # output -> sha256 of the kept jobs' outputs, as their ledger records have them
+    exists = lambda f: os.path.exists(os.path.join(REPO, f))  # noqa: E731
+    digest = lambda f: file_state(f)["sha256"] if exists(f) else recorded.get(f)  # noqa: E731
     for j in jobs:
-        upstream, fresh = any(state[d] == "run" for d in j.deps), not force and up_to_date(j)
+        upstream, fresh = any(state[d] in ("run", "regen") for d in j.deps), not force and up_to_date(j)
         j.recheck = upstream and fresh
         state[j.name] = "skip" if fresh and not upstream else "run"
+        rec = None if fresh or upstream or force else ledger_record(j)
+        if rec is not None and all(exists(o) and file_state(o)["sha256"] == rec["outputs"][o] for o in j.kept) \
+                and all(not exists(o) or file_state(o)["sha256"] == rec["outputs"][o] for o in j.outputs) \
+                and all(digest(i) == rec["inputs"][i] for i in j.inputs):
+            state[j.name] = "keep"
+            recorded.update(rec["outputs"])
+    producer = {o: j for j in jobs for o in j.outputs}
+    for j in reversed(jobs):  # a job that runs needs its inputs: a kept job whose output is not here makes it again
+        if state[j.name] not in ("run", "regen"):
+            continue
+        for i in j.inputs:
+            up = producer.get(i)
+            if up is not None and state[up.name] == "keep" and not exists(i):
+                state[up.name] = "regen"
+                up.regen = dict(ledger_record(up)["outputs"])
+    for j in jobs:  # an up-to-date job below a regenerated one: checked again when its turn comes
+        if state[j.name] == "skip" and any(state[d] in ("run", "regen") for d in j.deps):
+            state[j.name], j.recheck = "run", True
     return state
 
 
@@ -986,12 +1040,23 @@ def execute(job: Job, env: dict) -> dict:
             if rc == 0 and missing:
                 rc = f"0 but no {' '.join(missing)}"
                 print(f"runner: exit {rc}", file=log)
+            other = [f for f in (job.regen or {}) if rc == 0 and file_state(f)["sha256"] != job.regen[f]]
+            if other:  # made again for a job that needs it: the kept results below rest on the recorded bytes
+                rc = (f"0 but {other[0]} differs from its ledger record {job.ledger} (another machine's floats?); the "
+                      f"kept results rest on the recorded bytes: --force redoes the grid here")
+                print(f"runner: exit {rc}", file=log)
         if rc == 0:
             rec = {"argv": job.argv, "code": code, "inputs": {i: file_state(i) for i in job.inputs},
                    "outputs": {o: file_state(o) for o in job.outputs},
                    "seconds": round(time.time() - start, 2),
                    "finished": datetime.datetime.now().isoformat(timespec="seconds")}
             contract.save_text(at(job.record), json.dumps(rec, indent=1) + "\n")
+            if job.ledger and job.regen is None:  # what a fresh clone needs to keep it: digests, no mtimes
+                sha = lambda d: {f: v["sha256"] for f, v in d.items()}  # noqa: E731
+                entry = {**rec, "inputs": sha(rec["inputs"]), "outputs": sha(rec["outputs"]),
+                         "machine": contract.machine()}
+                os.makedirs(os.path.dirname(at(job.ledger)), exist_ok=True)
+                contract.save_text(at(job.ledger), json.dumps(entry, indent=1) + "\n")
     except OSError as e:
         rc = f"{type(e).__name__}: {e}"
     return {"name": job.name, "ok": rc == 0, "rc": rc, "start": start, "end": time.time()}
@@ -1145,9 +1210,10 @@ def main(args: Args) -> dict:
         print(f"runner: jobs named {' '.join(p + '*' for p in args.solo)} run alone (--solo)")
     if args.dry_run:
         print("\n".join(f"{j['state']:<4} {j['name']:<22} {j['command']}" for j in listing))
-        maybe = sum(j.recheck for j in jobs)
-        print(f"dry run: {sum(s == 'run' for s in state.values())} of {len(jobs)} jobs would run"
-              + (f" ({maybe} of them only if an upstream output changes)" if maybe else ""))
+        maybe, kept = sum(j.recheck for j in jobs), sum(s == "keep" for s in state.values())
+        print(f"dry run: {sum(s in ('run', 'regen') for s in state.values())} of {len(jobs)} jobs would run"
+              + (f" ({maybe} of them only if an upstream output changes)" if maybe else "")
+              + (f"; {kept} kept from the ledger" if kept else ""))
         return {"jobs": listing, "ran": [], "failed": [], "ok": True}
 
     runs, res = (os.path.join(os.path.abspath(args.root), d, p["slug"]) for d in ("runs", "results"))
@@ -1168,8 +1234,9 @@ def run_jobs(args: Args, p: dict, jobs: List[Job], state: dict, listing: list, r
     stop_file = os.path.join(runs, ".jobs", "STOP")  # exists while a failed grid winds down (Ray tasks read it)
     os.makedirs(os.path.dirname(stop_file), exist_ok=True)
     env = {k: os.environ.get(k, v) for k, v in p.get("env", {}).items()}
-    todo = [j for j in jobs if state[j.name] == "run"]
+    todo = [j for j in jobs if state[j.name] in ("run", "regen")]
     print("".join(f"[skip] {j.name}\n" for j in jobs if state[j.name] == "skip"), end="")
+    print("".join(f"[kept] {j.name} (its ledger record)\n" for j in jobs if state[j.name] == "keep"), end="")
     results, failed, t0 = {}, [], time.time()
 
     def on_start(j: Job):
@@ -1215,7 +1282,7 @@ def run_jobs(args: Args, p: dict, jobs: List[Job], state: dict, listing: list, r
         wall = round(max(r["end"] for r in rs) - min(r["start"] for r in rs), 1) if rs else 0.0
         if rs:
             timing[stage] = wall
-        skipped = sum(state[j.name] == "skip" or j.name in unchanged for j in jobs if j.stage == stage)
+        skipped = sum(state[j.name] in ("skip", "keep") or j.name in unchanged for j in jobs if j.stage == stage)
         print(f"{stage:<14}{len(rs):>5}{skipped:>9}{wall:>9.1f}{sum(r['end'] - r['start'] for r in rs):>9.1f}")
     timing["total"] = round(total, 1)
     print(f"{'total':<14}{len(ran):>5}{len(jobs) - len(todo) + len(unchanged):>9}{total:>9.1f}")

@@ -303,6 +303,32 @@ def package_versions() -> Dict[str, str]:
     return out
 
 
+ISA_FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "asimd", "sve")
+
+
+def machine() -> Dict[str, Any]:
+    """The machine a job ran on, as the runner's ledger records it: the same code and data can give other floats on
+    another CPU (vector width, BLAS code path), so a result says where it was made. CPU model and the instruction
+    sets that pick the math kernels (from /proc/cpuinfo where there is one), cores, OS, architecture, and the
+    package versions (package_versions)."""
+    import platform
+
+    info: Dict[str, str] = {}
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:  # the first processor's entries (they are alike on every machine here)
+                key, _, value = line.partition(":")
+                info.setdefault(key.strip(), value.strip())
+    except OSError:
+        pass
+    model = info.get("model name") or info.get("Hardware") or platform.processor() or "unknown"
+    if "cpu family" in info:  # the vendor's family/model numbers tell apart CPUs of one marketing name
+        model += f" (family {info['cpu family']}, model {info.get('model', '?')})"
+    flags = set((info.get("flags") or info.get("Features") or "").split())
+    return {"cpu": model, "isa": [f for f in ISA_FLAGS if f in flags], "cores": os.cpu_count(),
+            "os": platform.system(), "arch": platform.machine(), "versions": package_versions()}
+
+
 # ------------------------------------------------------------------------------------------ outputs
 def _real(path: str) -> str:
     return os.path.realpath(os.path.abspath(path))

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The toy budget study of docs/budget.md: three data draws, one after the other (seeds 0-2 of a draw, then 3-4), each
 # through the runner (resumable: a finished job is skipped, so the same command continues where a stopped run left
-# off), then the verdict over the draws. Extra arguments go to every runner call, e.g. `--fast --gpus 1 --budgets 5000 20000 50000 100000 200000`
+# off; --ledger: in a fresh clone too, from the records committed in results/toy_study*/ledger/), then the verdict
+# over the draws. Extra arguments go to every runner call, e.g. `--fast --gpus 1 --budgets 5000 20000 50000 100000 200000`
 # on a GPU machine (the last --budgets given wins).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,7 +12,7 @@ for d in 0 1 2; do
     # shellcheck disable=SC2086
     $PY runner.py --benchmark toy --tag study --data-seed "$d" --ratio 1.0 --budgets 5000 20000 50000 100000 \
       --methods bc_exp bc_all dwbc oilca oilca_matched --fig5-ratios --select-budget-folds 1 --seeds $seeds \
-      --train-flags="--flush-denormal" --jobs 2 --threads 1 "$@"
+      --train-flags="--flush-denormal" --jobs 2 --threads 1 --ledger "$@"
   done
 done
 case " $* " in *" --dry-run "*) exit 0 ;; esac  # a dry run lists the jobs only

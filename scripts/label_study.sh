@@ -2,7 +2,8 @@
 # The toy label-source study of docs/labels.md: three data draws, BC-exp, DWBC, OILCA (BC-exp labels), OILCA with
 # oracle labels and every label source (--methods labels), at the toy's CPU budget (5,000 steps, ratio 0.5). Seeds
 # 0-2 of every draw first, then 3-4: each call goes through the runner (resumable: a finished job is skipped, so the
-# same command continues where a stopped run left off). Extra arguments go to every runner call, e.g. `--jobs 1`.
+# same command continues where a stopped run left off; --ledger: in a fresh clone too, from the records committed in
+# results/toy_labels*/ledger/). Extra arguments go to every runner call, e.g. `--jobs 1`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
@@ -10,7 +11,7 @@ for seeds in "0 1 2" "0 1 2 3 4"; do
   for d in 0 1 2; do
     # shellcheck disable=SC2086
     $PY runner.py --benchmark toy --tag labels --data-seed "$d" --methods bc_exp dwbc oilca oilca_oracle labels \
-      --fig5-ratios --seeds $seeds --train-flags="--flush-denormal" --jobs 2 --threads 1 "$@"
+      --fig5-ratios --seeds $seeds --train-flags="--flush-denormal" --jobs 2 --threads 1 --ledger "$@"
   done
 done
 case " $* " in *" --dry-run "*) exit 0 ;; esac  # a dry run lists the jobs only

@@ -23,7 +23,7 @@ CW="pushing picking reaching pick_and_place stacking2 towers stacked_blocks crea
 failed=()
 run() {  # BENCHMARK [runner flags]; a finished row of Tables 1/2/6 also gets its results/<slug>/task.json
   echo "== tables.sh: $1 ($(date -u +%H:%M:%S))"
-  if $PY runner.py --benchmark "$@" --protocol table5; then
+  if $PY runner.py --benchmark "$@" --protocol table5 --ledger; then
     [[ " $* " == *" --tag "* || " $* " == *" --dry-run "* ]] || $PY scripts/task_summary.py --collect "results/${1/:/_}_t5" \
       || failed+=("$1 (task summary)")
   else

@@ -1,0 +1,85 @@
+"""runner.py --ledger: a study resumes in a fresh clone from the records committed beside its results."""
+import json
+import os
+import shutil
+import sys
+
+import pytest
+
+import runner
+from test_runner import TINY, returns
+
+# seed 0 of BC-exp and OILCA on the tiny toy grid: collect, iVAE, BC-exp (the sampler), augment, OILCA, report
+SMALL = dict(TINY, seeds=(0,), fig5_ratios=(), references=False, methods=("bc_exp", "oilca"), ledger=True)
+
+
+def states(root, **kw):
+    return {j["name"]: j["state"] for j in runner.main(runner.Args(**{**SMALL, "root": str(root), **kw},
+                                                                    dry_run=True))["jobs"]}
+
+
+def snapshot(folder):
+    return {os.path.relpath(os.path.join(d, f), folder): open(os.path.join(d, f), "rb").read()
+            for d, _, fs in os.walk(folder) for f in fs}
+
+
+def fresh_clone(root):
+    """What a fresh clone of a repo that committed results/ has: no data/, no runs/."""
+    shutil.rmtree(root / "data")
+    shutil.rmtree(root / "runs")
+
+
+@pytest.mark.slow
+def test_a_fresh_clone_keeps_the_ledgers_results_and_makes_again_only_what_new_jobs_need(tmp_path):
+    root = tmp_path / "r"
+    first = runner.main(runner.Args(**SMALL, root=str(root)))
+    assert first["ok"]
+    ledger = root / "results" / "toy" / "ledger"
+    rec = json.loads((ledger / "oilca_s0.json").read_text())
+    assert set(rec) >= {"argv", "code", "inputs", "outputs", "machine"} and rec["machine"]["cpu"]
+    assert all(len(v) == 64 for v in {**rec["inputs"], **rec["outputs"]}.values())  # sha256 only, no mtimes
+    results = root / "results" / "toy"
+    before = snapshot(results)
+    fresh_clone(root)
+
+    # without the ledger every job runs; with it every job is kept (report too: its outputs are under results/)
+    assert set(states(root, ledger=False).values()) == {"run"}
+    assert set(states(root).values()) == {"keep"}
+    again = runner.main(runner.Args(**SMALL, root=str(root)))
+    assert again["ok"] and again["ran"] == [] and snapshot(results) == before
+
+    # a new seed: its jobs run; the kept data and iVAE its augmentation needs are made again, byte for byte
+    plan = states(root, seeds=(0, 1))
+    assert plan["collect"] == plan["ivae"] == "regen"
+    assert {plan[j] for j in ("bc_exp_s0", "augment_r0.5_s0", "oilca_s0")} == {"keep"}
+    assert {plan[j] for j in ("bc_exp_s1", "augment_r0.5_s1", "oilca_s1", "report")} == {"run"}
+    more = runner.main(runner.Args(**{**SMALL, "seeds": (0, 1)}, root=str(root)))
+    assert more["ok"] and set(more["ran"]) == {"collect", "ivae", "bc_exp_s1", "augment_r0.5_s1", "oilca_s1", "report"}
+    kept = {k: v for k, v in snapshot(results).items() if "_s1" not in k and "report" not in k and
+            not k.startswith(("table", "summary", "fig", "timing"))}
+    assert kept == {k: v for k, v in before.items() if not k.startswith(("table", "summary", "fig", "timing"))
+                    and "report" not in k}
+    assert {"bc_exp_s1_train.json", "oilca_s1_heldout.json"} <= set(returns(root))
+
+    # a changed result is not the recorded one: that job runs again, on its augmented data and sampler made again
+    path = results / "oilca_s0_train.json"
+    path.write_text(path.read_text().replace('"seed": 0', '"seed": 0 '))
+    plan = states(root, seeds=(0, 1))
+    assert plan["oilca_s0"] == plan["report"] == "run" and plan["augment_r0.5_s0"] == plan["bc_exp_s0"] == "regen"
+    assert plan["collect"] == plan["ivae"] == plan["oilca_s1"] == "skip"  # up to date here since the last run
+
+
+def test_a_regenerated_output_that_differs_from_the_ledger_fails_the_job(tmp_path):
+    """A kept job made again must reproduce its recorded bytes, else the kept results below it rest on other data."""
+    script = tmp_path / "write.py"
+    script.write_text("import sys\nopen(sys.argv[1], 'w').write('other bytes')\n")
+    out = str(tmp_path / "out.txt")
+    job = runner.Job("x", "x", [str(script), out], outputs=[out], log=str(tmp_path / "x.log"),
+                     record=str(tmp_path / "x.json"), ledger=str(tmp_path / "ledger" / "x.json"), regen={out: "0" * 64})
+    res = runner.execute(job, {})
+    assert not res["ok"] and "differs from its ledger record" in res["rc"]
+    assert not os.path.exists(job.record) and not os.path.exists(job.ledger)
+    job.regen = None  # the same job run for itself: ok, recorded in the ledger with the machine it ran on
+    res = runner.execute(job, {})
+    assert res["ok"] and json.load(open(job.ledger))["machine"]["versions"]["python"] == \
+        "{}.{}.{}".format(*sys.version_info[:3])
