@@ -3,11 +3,12 @@
 # through the runner (resumable: a finished job is skipped, so the same command continues where a stopped run left
 # off; --ledger: in a fresh clone too, from the records committed in results/toy_study*/ledger/), then the verdict
 # over the draws. Extra arguments go to every runner call, e.g. `--fast --gpus 1 --budgets 5000 20000 50000 100000 200000`
-# on a GPU machine (the last --budgets given wins).
+# on a GPU machine (the last --budgets given wins); DRAWS="1 2" runs those data draws only (the verdict still reads
+# all three).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
-for d in 0 1 2; do
+for d in ${DRAWS:-0 1 2}; do
   for seeds in "0 1 2" "0 1 2 3 4"; do  # each draw's first three seeds complete first: a table sooner, resumed later
     # shellcheck disable=SC2086
     $PY runner.py --benchmark toy --tag study --data-seed "$d" --ratio 1.0 --budgets 5000 20000 50000 100000 \

@@ -3,12 +3,13 @@
 # oracle labels and every label source (--methods labels), at the toy's CPU budget (5,000 steps, ratio 0.5). Seeds
 # 0-2 of every draw first, then 3-4: each call goes through the runner (resumable: a finished job is skipped, so the
 # same command continues where a stopped run left off; --ledger: in a fresh clone too, from the records committed in
-# results/toy_labels*/ledger/). Extra arguments go to every runner call, e.g. `--jobs 1`.
+# results/toy_labels*/ledger/). Extra arguments go to every runner call, e.g. `--jobs 1`; DRAWS="1 2" runs those
+# data draws only (the summary still reads all three).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
 for seeds in "0 1 2" "0 1 2 3 4"; do
-  for d in 0 1 2; do
+  for d in ${DRAWS:-0 1 2}; do
     # shellcheck disable=SC2086
     $PY runner.py --benchmark toy --tag labels --data-seed "$d" --methods bc_exp dwbc oilca oilca_oracle labels \
       --fig5-ratios --seeds $seeds --train-flags="--flush-denormal" --jobs 2 --threads 1 --ledger "$@"
