@@ -1042,8 +1042,8 @@ def execute(job: Job, env: dict) -> dict:
                 print(f"runner: exit {rc}", file=log)
             other = [f for f in (job.regen or {}) if rc == 0 and file_state(f)["sha256"] != job.regen[f]]
             if other:  # made again for a job that needs it: the kept results below rest on the recorded bytes
-                rc = (f"0 but {other[0]} differs from its ledger record {job.ledger} (another machine's floats?); the "
-                      f"kept results rest on the recorded bytes: --force redoes the grid here")
+                rc = (f"0 but {other[0]} differs from its ledger record {job.ledger} (another machine's floats?): "
+                      f"the kept results below it rest on the recorded bytes; the same command again redoes them here")
                 print(f"runner: exit {rc}", file=log)
         if rc == 0:
             rec = {"argv": job.argv, "code": code, "inputs": {i: file_state(i) for i in job.inputs},
