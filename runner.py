@@ -1211,8 +1211,10 @@ def main(args: Args) -> dict:
     if args.dry_run:
         print("\n".join(f"{j['state']:<4} {j['name']:<22} {j['command']}" for j in listing))
         maybe, kept = sum(j.recheck for j in jobs), sum(s == "keep" for s in state.values())
+        again = sum(s == "regen" for s in state.values())
         print(f"dry run: {sum(s in ('run', 'regen') for s in state.values())} of {len(jobs)} jobs would run"
               + (f" ({maybe} of them only if an upstream output changes)" if maybe else "")
+              + (f" ({again} of them kept jobs made again for the jobs that need their outputs)" if again else "")
               + (f"; {kept} kept from the ledger" if kept else ""))
         return {"jobs": listing, "ran": [], "failed": [], "ok": True}
 
