@@ -19,9 +19,9 @@ runs/<slug>/<job>/ (checkpoints), runs/<slug>/logs/<job>.log (stdout + stderr of
 results/<slug>/<method>_s<seed>_<split>.json, results/<slug>/{table.md,fig4.png,fig5.png,timing.json};
 slug = toy, toy_paper (--benchmark toy:paper), dmc_<task> or cw_<task>.
 
-Skip rule: after a job succeeds its record stores its argv, a digest of its code (the stage script and every repo
+Skip rule: after a job succeeds its record stores its argv, the environment the runner set for it (job_env), a digest of its code (the stage script and every repo
 module it imports) and the sha256 of each input and output file (with size and mtime, so an unchanged file is not
-hashed again). A job is up to date iff the record's argv, code, input and output digests match; otherwise
+hashed again). A job is up to date iff the record's argv, environment, code, input and output digests match; otherwise
 it runs, and so does everything downstream of it whose inputs then change: a job below a re-run one is checked again
 when its turn comes and skipped if its inputs came out byte-identical. --force runs everything. The stages that keep their own
 same-argument outputs (collect_data.py, train_ivae.py) get --force: the record decides.
@@ -267,6 +267,7 @@ class Job:
     backend: str = ""  # the benchmark's env backend (toy, dmc, cw): the other backends' modules are not its code
     recheck: bool = False  # it runs only because an upstream job runs: skipped if its inputs come out unchanged
     ledger: str = ""  # its record for the repo (--ledger): results/<slug>/ledger/<job>.json
+    env: Dict[str, str] = field(default_factory=dict)  # set on top of the runner's environment (job_env)
     kept: List[str] = field(default_factory=list)  # its outputs under results/ (a kept job's are there already)
     regen: Optional[Dict[str, str]] = None  # a kept job made again for a job that needs its outputs: {output: sha256}
 
@@ -940,7 +941,7 @@ def up_to_date(job: Job) -> bool:
     except (OSError, ValueError):
         return False
     outputs = rec.get("outputs")
-    if rec.get("argv") != job.argv or set(rec.get("inputs", {})) != set(job.inputs) or \
+    if rec.get("argv") != job.argv or rec.get("env", {}) != job.env or set(rec.get("inputs", {})) != set(job.inputs) or \
             not isinstance(outputs, dict) or set(outputs) != set(job.outputs) or \
             not all(map(exists, job.outputs + job.inputs)) or rec.get("code") != code_digest(job):
         return False
@@ -948,6 +949,16 @@ def up_to_date(job: Job) -> bool:
         (old["size"], old["mtime_ns"]) or file_state(i)["sha256"] == old["sha256"]  # hash only a touched file
     # the kept outputs are checked too: a truncated or replaced output is not up to date
     return all(same(i, rec["inputs"][i]) for i in job.inputs) and all(same(o, outputs[o]) for o in job.outputs)
+
+
+def job_env() -> Dict[str, str]:
+    """What every job's environment sets, and its record holds: torch's CPU kernels pinned to their AVX2 versions
+    (ATEN_CPU_CAPABILITY=avx2) on an x86 CPU that has AVX2, so a CPU with AVX-512 gives the floats of one without it
+    (seen here: BCND's returns differed between such two machines, and matched with the pin; the speed of the toy's
+    trainers did not change). A value already in the environment wins (e.g. avx512 or default)."""
+    if os.environ.get("ATEN_CPU_CAPABILITY"):
+        return {"ATEN_CPU_CAPABILITY": os.environ["ATEN_CPU_CAPABILITY"]}
+    return {"ATEN_CPU_CAPABILITY": "avx2"} if "avx2" in contract.machine()["isa"] else {}
 
 
 def ledger_record(job: Job) -> Optional[dict]:
@@ -961,7 +972,7 @@ def ledger_record(job: Job) -> Optional[dict]:
         return None
     ok = isinstance(rec, dict) and rec.get("argv") == job.argv and isinstance(rec.get("inputs"), dict) and \
         isinstance(rec.get("outputs"), dict) and set(rec["inputs"]) == set(job.inputs) and \
-        set(rec["outputs"]) == set(job.outputs) and rec.get("code") == code_digest(job)
+        set(rec["outputs"]) == set(job.outputs) and rec.get("env", {}) == job.env and rec.get("code") == code_digest(job)
     return rec if ok else None
 
 
@@ -1029,7 +1040,8 @@ def execute(job: Job, env: dict) -> dict:
                 if CHILDREN.stopping.is_set():  # the runner is being stopped: start nothing more
                     raise OSError("the runner was stopped")
                 proc = subprocess.Popen([sys.executable, *job.argv], cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
-                                        stdin=subprocess.DEVNULL, env={**os.environ, **env, "PYTHONPATH": path})
+                                        stdin=subprocess.DEVNULL,
+                                        env={**os.environ, **env, **job.env, "PYTHONPATH": path})
                 CHILDREN.procs.add(proc)
             try:
                 rc = proc.wait()
@@ -1046,7 +1058,7 @@ def execute(job: Job, env: dict) -> dict:
                       f"the kept results below it rest on the recorded bytes; the same command again redoes them here")
                 print(f"runner: exit {rc}", file=log)
         if rc == 0:
-            rec = {"argv": job.argv, "code": code, "inputs": {i: file_state(i) for i in job.inputs},
+            rec = {"argv": job.argv, "env": job.env, "code": code, "inputs": {i: file_state(i) for i in job.inputs},
                    "outputs": {o: file_state(o) for o in job.outputs},
                    "seconds": round(time.time() - start, 2),
                    "finished": datetime.datetime.now().isoformat(timespec="seconds")}
@@ -1202,10 +1214,16 @@ def main(args: Args) -> dict:
     given_threads = args.threads is not None
     args, p = resolve(args)
     jobs = build(args, p)
+    env = job_env()
+    for j in jobs:
+        j.env = dict(env)
     state = plan(jobs, args.force)
     listing = [dict(name=j.name, state=state[j.name], command=command(j)) for j in jobs]
     why = "as given" if given_threads else f"{cpu_cores()} cores // --jobs {args.jobs}"
     print(f"runner: --threads {args.threads} for every job that takes it ({why})")
+    if env:
+        print(f"runner: every job runs with {' '.join(f'{k}={v}' for k, v in env.items())} (job_env: the same floats on "
+              f"CPUs with and without AVX-512)")
     if args.solo:
         print(f"runner: jobs named {' '.join(p + '*' for p in args.solo)} run alone (--solo)")
     if args.dry_run:

@@ -84,3 +84,21 @@ def test_a_regenerated_output_that_differs_from_the_ledger_fails_the_job(tmp_pat
     res = runner.execute(job, {})
     assert res["ok"] and json.load(open(job.ledger))["machine"]["versions"]["python"] == \
         "{}.{}.{}".format(*sys.version_info[:3])
+
+
+def test_the_job_environment_pins_torchs_cpu_kernels_and_a_record_made_under_another_is_stale(tmp_path, monkeypatch):
+    from oilca import contract
+
+    monkeypatch.delenv("ATEN_CPU_CAPABILITY", raising=False)
+    assert runner.job_env() == ({"ATEN_CPU_CAPABILITY": "avx2"} if "avx2" in contract.machine()["isa"] else {})
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "default")
+    assert runner.job_env() == {"ATEN_CPU_CAPABILITY": "default"}  # the user's value wins
+    script = tmp_path / "env.py"
+    script.write_text("import os, sys\nopen(sys.argv[1], 'w').write(os.environ.get('ATEN_CPU_CAPABILITY', '-'))\n")
+    out = str(tmp_path / "out.txt")
+    job = runner.Job("x", "x", [str(script), out], outputs=[out], log=str(tmp_path / "x.log"),
+                     record=str(tmp_path / "x.json"), env={"ATEN_CPU_CAPABILITY": "avx2"})
+    assert runner.execute(job, {})["ok"] and open(out).read() == "avx2"  # the job ran with it
+    assert runner.up_to_date(job)
+    job.env = {"ATEN_CPU_CAPABILITY": "default"}
+    assert not runner.up_to_date(job)
