@@ -932,6 +932,14 @@ def code_digest(job: Job) -> str:
     return hashlib.sha256("".join(file_state(f)["sha256"] for f in code_files(job.argv[0], job.backend)).encode()).hexdigest()
 
 
+def same_job(rec, job: Job) -> bool:
+    """A record (local or ledger) is of this job: its argv, environment, input and output names, and code."""
+    return isinstance(rec, dict) and rec.get("argv") == job.argv and rec.get("env", {}) == job.env and \
+        isinstance(rec.get("inputs"), dict) and set(rec["inputs"]) == set(job.inputs) and \
+        isinstance(rec.get("outputs"), dict) and set(rec["outputs"]) == set(job.outputs) and \
+        rec.get("code") == code_digest(job)
+
+
 def up_to_date(job: Job) -> bool:
     """Every output exists, and the record has this argv, the same code and these inputs with the same digests."""
     exists = lambda f: os.path.exists(os.path.join(REPO, f))
@@ -940,11 +948,9 @@ def up_to_date(job: Job) -> bool:
             rec = json.load(f)
     except (OSError, ValueError):
         return False
-    outputs = rec.get("outputs")
-    if rec.get("argv") != job.argv or rec.get("env", {}) != job.env or set(rec.get("inputs", {})) != set(job.inputs) or \
-            not isinstance(outputs, dict) or set(outputs) != set(job.outputs) or \
-            not all(map(exists, job.outputs + job.inputs)) or rec.get("code") != code_digest(job):
+    if not same_job(rec, job) or not all(map(exists, job.outputs + job.inputs)):
         return False
+    outputs = rec["outputs"]
     same = lambda i, old: (os.path.getsize(os.path.join(REPO, i)), os.stat(os.path.join(REPO, i)).st_mtime_ns) == \
         (old["size"], old["mtime_ns"]) or file_state(i)["sha256"] == old["sha256"]  # hash only a touched file
     # the kept outputs are checked too: a truncated or replaced output is not up to date
@@ -970,10 +976,7 @@ def ledger_record(job: Job) -> Optional[dict]:
             rec = json.load(f)
     except (OSError, ValueError):
         return None
-    ok = isinstance(rec, dict) and rec.get("argv") == job.argv and isinstance(rec.get("inputs"), dict) and \
-        isinstance(rec.get("outputs"), dict) and set(rec["inputs"]) == set(job.inputs) and \
-        set(rec["outputs"]) == set(job.outputs) and rec.get("env", {}) == job.env and rec.get("code") == code_digest(job)
-    return rec if ok else None
+    return rec if same_job(rec, job) else None
 
 
 def plan(jobs: List[Job], force: bool) -> Dict[str, str]:
@@ -989,6 +992,7 @@ def plan(jobs: List[Job], force: bool) -> Dict[str, str]:
     missing outputs a running job needs is made again ('regen'), and must reproduce its recorded outputs."""
     state: Dict[str, str] = {}
     recorded: Dict[str, str] = {}  # output -> sha256 of the kept jobs' outputs, as their ledger records have them
+    kept: Dict[str, dict] = {}  # the kept jobs' ledger records
     exists = lambda f: os.path.exists(os.path.join(REPO, f))  # noqa: E731
     digest = lambda f: file_state(f)["sha256"] if exists(f) else recorded.get(f)  # noqa: E731
     for j in jobs:
@@ -999,7 +1003,7 @@ def plan(jobs: List[Job], force: bool) -> Dict[str, str]:
         if rec is not None and all(exists(o) and file_state(o)["sha256"] == rec["outputs"][o] for o in j.kept) \
                 and all(not exists(o) or file_state(o)["sha256"] == rec["outputs"][o] for o in j.outputs) \
                 and all(digest(i) == rec["inputs"][i] for i in j.inputs):
-            state[j.name] = "keep"
+            state[j.name], kept[j.name] = "keep", rec
             recorded.update(rec["outputs"])
     producer = {o: j for j in jobs for o in j.outputs}
     for j in reversed(jobs):  # a job that runs needs its inputs: a kept job whose output is not here makes it again
@@ -1009,7 +1013,7 @@ def plan(jobs: List[Job], force: bool) -> Dict[str, str]:
             up = producer.get(i)
             if up is not None and state[up.name] == "keep" and not exists(i):
                 state[up.name] = "regen"
-                up.regen = dict(ledger_record(up)["outputs"])
+                up.regen = dict(kept[up.name]["outputs"])
     for j in jobs:  # an up-to-date job below a regenerated one: checked again when its turn comes
         if state[j.name] == "skip" and any(state[d] in ("run", "regen") for d in j.deps):
             state[j.name], j.recheck = "run", True
