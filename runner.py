@@ -957,14 +957,18 @@ def up_to_date(job: Job) -> bool:
     return all(same(i, rec["inputs"][i]) for i in job.inputs) and all(same(o, outputs[o]) for o in job.outputs)
 
 
-def job_env() -> Dict[str, str]:
-    """What every job's environment sets, and its record holds: torch's CPU kernels pinned to their AVX2 versions
-    (ATEN_CPU_CAPABILITY=avx2) on an x86 CPU that has AVX2, so a CPU with AVX-512 gives the floats of one without it
-    (seen here: BCND's returns differed between such two machines, and matched with the pin; the speed of the toy's
-    trainers did not change). A value already in the environment wins (e.g. avx512 or default)."""
+def job_env(preset: Optional[Dict[str, str]] = None) -> Dict[str, str]:
+    """What every job's environment sets, and its record holds: the benchmark preset's variables (CausalWorld's
+    one-thread BLAS) and torch's CPU kernels pinned to their AVX2 versions (ATEN_CPU_CAPABILITY=avx2) on an x86 CPU
+    that has AVX2, so a CPU with AVX-512 gives the floats of one without it (seen here: BCND's returns differed between
+    such two machines, and matched with the pin; the speed of the toy's trainers did not change). A value already in
+    the environment wins (e.g. avx512 or default)."""
+    env = {k: os.environ.get(k, v) for k, v in (preset or {}).items()}
     if os.environ.get("ATEN_CPU_CAPABILITY"):
-        return {"ATEN_CPU_CAPABILITY": os.environ["ATEN_CPU_CAPABILITY"]}
-    return {"ATEN_CPU_CAPABILITY": "avx2"} if "avx2" in contract.machine()["isa"] else {}
+        env["ATEN_CPU_CAPABILITY"] = os.environ["ATEN_CPU_CAPABILITY"]
+    elif "avx2" in contract.machine()["isa"]:
+        env["ATEN_CPU_CAPABILITY"] = "avx2"
+    return env
 
 
 def ledger_record(job: Job) -> Optional[dict]:
@@ -1027,7 +1031,7 @@ def command(job: Job) -> str:
 
 # ---- executing one job (in this process's thread pool, or in a Ray worker) ------------------------------------------
 
-def execute(job: Job, env: dict) -> dict:
+def execute(job: Job) -> dict:
     """Run the job's script, its output into its log; on success write its record (atomically). Never raises."""
     at, start = lambda f: os.path.join(REPO, f), time.time()
     if job.recheck and up_to_date(job):
@@ -1045,7 +1049,7 @@ def execute(job: Job, env: dict) -> dict:
                     raise OSError("the runner was stopped")
                 proc = subprocess.Popen([sys.executable, *job.argv], cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
                                         stdin=subprocess.DEVNULL,
-                                        env={**os.environ, **env, **job.env, "PYTHONPATH": path})
+                                        env={**os.environ, **job.env, "PYTHONPATH": path})
                 CHILDREN.procs.add(proc)
             try:
                 rc = proc.wait()
@@ -1118,7 +1122,7 @@ def on_signal(signum, frame):
     raise Stopped(signal.Signals(signum).name)
 
 
-def run_local(todo: List[Job], env: dict, jobs: int, on_start, on_done, solo: Sequence[str] = ()):
+def run_local(todo: List[Job], jobs: int, on_start, on_done, solo: Sequence[str] = ()):
     """Up to `jobs` jobs at a time, in list order as their dependencies finish; a job whose name starts with one of
     `solo` waits for the running ones to end and keeps every other job waiting until it ends."""
     names = {j.name for j in todo}
@@ -1134,7 +1138,7 @@ def run_local(todo: List[Job], env: dict, jobs: int, on_start, on_done, solo: Se
                         break
                     todo.remove(j)
                     on_start(j)
-                    running[pool.submit(execute, j, env)] = j
+                    running[pool.submit(execute, j)] = j
                 if not running:
                     break
                 finished, _ = wait(running, return_when=FIRST_COMPLETED)
@@ -1149,14 +1153,14 @@ def run_local(todo: List[Job], env: dict, jobs: int, on_start, on_done, solo: Se
             raise
 
 
-def _ray_task(job: Job, env: dict, stop_file: str, *upstream: dict) -> dict:
+def _ray_task(job: Job, stop_file: str, *upstream: dict) -> dict:
     """A Ray task: runs the job unless an upstream job failed or the driver has stopped the grid."""
     if not all(u["ok"] for u in upstream) or os.path.exists(stop_file):
         return {"name": job.name, "ok": False, "rc": None, "start": time.time(), "end": time.time()}
-    return execute(job, env)
+    return execute(job)
 
 
-def run_ray(todo: List[Job], env: dict, args: Args, on_start, on_done, stop_file: str):
+def run_ray(todo: List[Job], args: Args, on_start, on_done, stop_file: str):
     import ray  # optional: requirements-ray.txt
     if __name__ != "__main__":  # workers need not import this module: ship its functions by value
         ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -1173,7 +1177,7 @@ def run_ray(todo: List[Job], env: dict, args: Args, on_start, on_done, stop_file
         for j in todo:  # topological order: every upstream ref exists before its dependents are submitted
             on_start(j)
             refs[j.name] = task.options(name=j.name, num_cpus=j.cpus, num_gpus=j.gpus, max_retries=0).remote(
-                j, env, stop_file, *[refs[d] for d in j.deps if d in refs])
+                j, stop_file, *[refs[d] for d in j.deps if d in refs])
         pending, names, bad = list(refs.values()), {ref: name for name, ref in refs.items()}, set()
         while pending:
             ready, pending = ray.wait(pending, num_returns=1)
@@ -1218,7 +1222,7 @@ def main(args: Args) -> dict:
     given_threads = args.threads is not None
     args, p = resolve(args)
     jobs = build(args, p)
-    env = job_env()
+    env = job_env(p.get("env"))
     for j in jobs:
         j.env = dict(env)
     state = plan(jobs, args.force)
@@ -1226,8 +1230,8 @@ def main(args: Args) -> dict:
     why = "as given" if given_threads else f"{cpu_cores()} cores // --jobs {args.jobs}"
     print(f"runner: --threads {args.threads} for every job that takes it ({why})")
     if env:
-        print(f"runner: every job runs with {' '.join(f'{k}={v}' for k, v in env.items())} (job_env: the same floats on "
-              f"CPUs with and without AVX-512)")
+        print(f"runner: every job runs with {' '.join(f'{k}={v}' for k, v in env.items())} (job_env: the preset's "
+              f"variables; the same floats on CPUs with and without AVX-512)")
     if args.solo:
         print(f"runner: jobs named {' '.join(p + '*' for p in args.solo)} run alone (--solo)")
     if args.dry_run:
@@ -1257,7 +1261,6 @@ def run_jobs(args: Args, p: dict, jobs: List[Job], state: dict, listing: list, r
     running jobs too (they are not up to date afterwards: the next invocation reruns them)."""
     stop_file = os.path.join(runs, ".jobs", "STOP")  # exists while a failed grid winds down (Ray tasks read it)
     os.makedirs(os.path.dirname(stop_file), exist_ok=True)
-    env = {k: os.environ.get(k, v) for k, v in p.get("env", {}).items()}
     todo = [j for j in jobs if state[j.name] in ("run", "regen")]
     print("".join(f"[skip] {j.name}\n" for j in jobs if state[j.name] == "skip"), end="")
     print("".join(f"[kept] {j.name} (its ledger record)\n" for j in jobs if state[j.name] == "keep"), end="")
@@ -1282,9 +1285,9 @@ def run_jobs(args: Args, p: dict, jobs: List[Job], state: dict, listing: list, r
     handlers = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)} if main_thread else {}
     try:
         if args.backend == "ray":
-            run_ray(todo, env, args, on_start, on_done, stop_file)
+            run_ray(todo, args, on_start, on_done, stop_file)
         else:
-            run_local(list(todo), env, args.jobs, on_start, on_done, args.solo)
+            run_local(list(todo), args.jobs, on_start, on_done, args.solo)
     except Stopped as e:
         n = getattr(e, "jobs", 0)  # run_local stopped its jobs; Ray's tasks are Ray's
         raise SystemExit(f"error: the runner got {e}: stopped it and its {n} running job(s); run the same command "

@@ -275,7 +275,7 @@ def test_runner_skip_rule_checks_the_outputs(tmp_path):
     out = str(tmp_path / "traj.png")
     job = runner.Job("plot", "plot", ["envs/toy.py", "--episodes", "1", "--n-classes", "2", "--plot-path", out],
                      outputs=[out], log=str(tmp_path / "plot.log"), record=str(tmp_path / "plot.json"))
-    assert runner.execute(job, {})["ok"] and runner.up_to_date(job)
+    assert runner.execute(job)["ok"] and runner.up_to_date(job)
     data = open(out, "rb").read()
     with open(out, "wb") as f:
         f.write(data[:100])  # truncated behind the runner's back

@@ -77,11 +77,11 @@ def test_a_regenerated_output_that_differs_from_the_ledger_fails_the_job(tmp_pat
     out = str(tmp_path / "out.txt")
     job = runner.Job("x", "x", [str(script), out], outputs=[out], log=str(tmp_path / "x.log"),
                      record=str(tmp_path / "x.json"), ledger=str(tmp_path / "ledger" / "x.json"), regen={out: "0" * 64})
-    res = runner.execute(job, {})
+    res = runner.execute(job)
     assert not res["ok"] and "differs from its ledger record" in res["rc"]
     assert not os.path.exists(job.record) and not os.path.exists(job.ledger)
     job.regen = None  # the same job run for itself: ok, recorded in the ledger with the machine it ran on
-    res = runner.execute(job, {})
+    res = runner.execute(job)
     assert res["ok"] and json.load(open(job.ledger))["machine"]["versions"]["python"] == \
         "{}.{}.{}".format(*sys.version_info[:3])
 
@@ -93,12 +93,17 @@ def test_the_job_environment_pins_torchs_cpu_kernels_and_a_record_made_under_ano
     assert runner.job_env() == ({"ATEN_CPU_CAPABILITY": "avx2"} if "avx2" in contract.machine()["isa"] else {})
     monkeypatch.setenv("ATEN_CPU_CAPABILITY", "default")
     assert runner.job_env() == {"ATEN_CPU_CAPABILITY": "default"}  # the user's value wins
+    # a benchmark preset's variables (CausalWorld's one-thread BLAS) are part of the recorded environment too
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    assert runner.job_env({"OMP_NUM_THREADS": "1"}) == {"OMP_NUM_THREADS": "1", "ATEN_CPU_CAPABILITY": "default"}
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    assert runner.job_env({"OMP_NUM_THREADS": "1"})["OMP_NUM_THREADS"] == "2"  # here too the user's value wins
     script = tmp_path / "env.py"
     script.write_text("import os, sys\nopen(sys.argv[1], 'w').write(os.environ.get('ATEN_CPU_CAPABILITY', '-'))\n")
     out = str(tmp_path / "out.txt")
     job = runner.Job("x", "x", [str(script), out], outputs=[out], log=str(tmp_path / "x.log"),
                      record=str(tmp_path / "x.json"), env={"ATEN_CPU_CAPABILITY": "avx2"})
-    assert runner.execute(job, {})["ok"] and open(out).read() == "avx2"  # the job ran with it
+    assert runner.execute(job)["ok"] and open(out).read() == "avx2"  # the job ran with it
     assert runner.up_to_date(job)
     job.env = {"ATEN_CPU_CAPABILITY": "default"}
     assert not runner.up_to_date(job)

@@ -421,7 +421,7 @@ def test_unknown_toy_preset_is_one_line_error(benchmark):
 def test_solo_jobs_run_with_no_other_job_beside_them(monkeypatch):
     """--solo: a memory-heavy job waits for the running ones and holds back the rest; the others still run --jobs at a
     time, and the list order is kept."""
-    def fake_execute(job, env):
+    def fake_execute(job):
         time.sleep(0.02)
         return {"name": job.name, "ok": True, "rc": 0, "start": 0.0, "end": 0.0}
 
@@ -434,7 +434,7 @@ def test_solo_jobs_run_with_no_other_job_beside_them(monkeypatch):
 
         jobs = [runner.Job(n, "x", ["true"]) for n in names]
         jobs[4].deps = ["augment_s0"]
-        runner.run_local(jobs, {}, 2, on_start, lambda r: now.discard(r["name"]), solo=solo)
+        runner.run_local(jobs, 2, on_start, lambda r: now.discard(r["name"]), solo=solo)
         return spans
 
     monkeypatch.setattr(runner, "execute", fake_execute)
