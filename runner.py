@@ -1251,12 +1251,12 @@ def main(args: Args) -> dict:
         raise SystemExit(f"error: --root {args.root}: another runner is at work there (lock "
                          f"{os.path.join(args.root, 'runs', 'runner.lock')}); wait for it to end") from None
     try:
-        return run_jobs(args, p, jobs, state, listing, runs, res)
+        return run_jobs(args, jobs, state, listing, runs, res)
     finally:
         lock.release()
 
 
-def run_jobs(args: Args, p: dict, jobs: List[Job], state: dict, listing: list, runs: str, res: str) -> dict:
+def run_jobs(args: Args, jobs: List[Job], state: dict, listing: list, runs: str, res: str) -> dict:
     """Run the jobs to run (the local backend or Ray), then print and record the timing; SIGTERM or SIGINT stops the
     running jobs too (they are not up to date afterwards: the next invocation reruns them)."""
     stop_file = os.path.join(runs, ".jobs", "STOP")  # exists while a failed grid winds down (Ray tasks read it)
