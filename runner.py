@@ -464,7 +464,9 @@ def build(args: Args, p: dict) -> List[Job]:
     collect = ["collect_data.py", "--env", p["kind"] if p["kind"] == "toy" else args.benchmark, "--out", data,
                "--seed", args.data_seed]
     snapshots = []
-    if p["kind"] == "dmc":
+    if p["kind"] == "dmc" and "--dmc.scripted-noise" in shlex.split(args.collect_flags):  # a scripted expert: no SAC
+        collect += ["--dmc.episodes", args.data_episodes]
+    elif p["kind"] == "dmc":
         sac_home = os.path.join("runs", p["base_slug"])  # one behaviour run per task, whatever the tag or data seed
         sac = path(sac_home, "sac")
         steps = sorted({s for s in SAC_SNAPSHOTS if s <= args.sac_steps} | {args.sac_steps})

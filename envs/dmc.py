@@ -12,7 +12,9 @@ Observations are dm_control's observation dict flattened in the env's own key or
 starts from task seed (seed·1_000_003 + i) mod 2³², so an episode is reproducible on its own.
 
 Behaviour policies of graded quality are policy artifacts (docs/contract.md) written by train_behavior.py at chosen
-steps (`--dmc.snapshots`), plus optionally uniform-random actions. Episodes are assigned round-robin to classes and,
+steps (`--dmc.snapshots`), or, for manipulator-insert_ball, where SAC does not learn here, the scripted expert of
+dmc_scripted.py with Gaussian action noise of graded stds (`--dmc.scripted-noise`), plus optionally uniform-random
+actions. Episodes are assigned round-robin to classes and,
 within a class, to behaviour policies. Many episodes are stepped in lockstep so that the policy runs batched.
 
 Backend of envs.py (`collect`, `rollout`, `reference_policy`, the interface shared with toy_env.py and cw_env.py);
@@ -41,6 +43,9 @@ EPISODE_LEN = 1000
 class DMCConfig:
     snapshots: Tuple[str, ...] = ()
     """behaviour policies: policy artifacts of train_behavior.py (e.g. runs/sac_<task>/snapshots/step_*.pt)"""
+    scripted_noise: Tuple[float, ...] = ()
+    """behaviour policies: the scripted expert of dmc_scripted.py (manipulator-insert_ball only) with Gaussian action
+    noise of each of these stds (0: the expert itself); the expert reference is then the scripted expert"""
     random_policy: bool = False
     """also use uniform-random commanded actions as a behaviour policy"""
     episodes: int = 200
@@ -145,6 +150,12 @@ class DMCEnv:
 def load_behaviors(cfg: DMCConfig, obs_dim: int, act_dim: int, env_id: str) -> Tuple[list, list]:
     """(table of behaviour descriptions, list of policy callables). A missing snapshot is a one-line error."""
     table, policies = [], []
+    for std in cfg.scripted_noise:
+        if not np.isfinite(std) or std < 0:
+            raise ValueError(f"--dmc.scripted-noise must be finite and >= 0, got {std}")
+        table.append({"name": "scripted", "noise_std": float(std), "source": "scripted controller (dmc_scripted.py)",
+                      "label": "scripted" if std == 0 else f"scripted+N(0,{std:g}²)"})
+        policies.append(scripted_expert(env_id, float(std)))
     for path in cfg.snapshots:
         art = contract.load_snapshot(path, obs_dim, act_dim, env_id)
         table.append({"name": "snapshot", "path": path, "train_step": art.get("train_step"),
@@ -154,8 +165,20 @@ def load_behaviors(cfg: DMCConfig, obs_dim: int, act_dim: int, env_id: str) -> T
         table.append({"name": "uniform_random", "label": "uniform random"})
         policies.append(None)
     if not table:
-        raise ValueError(f"no behaviour policy for {env_id}: pass --dmc.snapshots (train_behavior.py) or --dmc.random-policy")
+        raise ValueError(f"no behaviour policy for {env_id}: pass --dmc.snapshots (train_behavior.py), "
+                         f"--dmc.scripted-noise or --dmc.random-policy")
     return table, policies
+
+
+def scripted_expert(env_id: str, noise_std: float = 0.0):
+    """dmc_scripted.py's expert of this task (a one-line error for a task it does not script), acting with Gaussian
+    action noise of std `noise_std` drawn from each episode's own stream."""
+    from envs import dmc_scripted
+
+    name = env_id.partition(":")[2]
+    expert = dmc_scripted.load(name, obs_layout(load_env(name, 0)))
+    expert.noise_std = noise_std
+    return expert
 
 
 def run_episodes(name: str, policies: Sequence[Optional[Callable]], table: dict, ep_classes: np.ndarray,
@@ -198,6 +221,10 @@ def _run_episodes(name, policies, table, ep_classes, ep_policies, task_seeds, se
                 rows = np.flatnonzero(ep_policies[idx] == p)
                 if len(rows) and policy is None:
                     a[rows] = np.array([rngs[j].uniform(low, high) for j in rows])
+                elif len(rows) and getattr(policy, "needs_env", False):  # the scripted expert reads the env's model
+                    a[rows] = policy.act([envs[j] for j in rows], s[rows], t)
+                    if policy.noise_std > 0:
+                        a[rows] += policy.noise_std * np.array([rngs[j].normal(size=A) for j in rows])
                 elif len(rows):
                     a[rows] = policy(s[rows])
             a = np.clip(a, low, high)
@@ -291,11 +318,14 @@ def expert_episodes(spec: dict, classes: Sequence[int], seed: int) -> dict:
 
 
 def reference_policy(spec: dict, kind: str, seed: int) -> Callable:
-    """'expert': the last (most trained) behaviour snapshot recorded in the dataset; 'random': uniform actions."""
+    """'expert': the scripted expert where the dataset's behaviours are scripted, else the last (most trained)
+    behaviour snapshot recorded in the dataset; 'random': uniform actions."""
     low, high = np.asarray(spec["action_low"]), np.asarray(spec["action_high"])
     if kind == "random":
         rng = np.random.default_rng(seed + 1)
         return lambda obs: rng.uniform(low, high, size=(len(obs), len(low)))
+    if any(b["name"] == "scripted" for b in spec.get("behavior_policies", [])):
+        return scripted_expert(spec["env_id"])
     snaps = [b for b in spec.get("behavior_policies", []) if b["name"] == "snapshot"]
     if not snaps:
         raise ValueError(f"{spec['env_id']}: the dataset records no behaviour snapshot to use as the expert reference")

@@ -280,7 +280,8 @@ def test_ray_backend_gives_the_same_results(local, tmp_path):
 def test_code_changes_make_jobs_stale(tmp_path, monkeypatch):
     # the code of a job: its script and the repo modules it imports, directly, lazily, through packages or through
     # envs/__init__.py's backends (datasets are loaded through envs.load_dataset, which checks the env)
-    backends = ["envs/__init__.py", "envs/cw.py", "envs/cw_scripted.py", "envs/dmc.py", "envs/gym.py", "envs/toy.py"]
+    backends = ["envs/__init__.py", "envs/cw.py", "envs/cw_scripted.py", "envs/dmc.py", "envs/dmc_scripted.py",
+                "envs/gym.py", "envs/toy.py"]
     lib = ["oilca/__init__.py", "oilca/checks.py", "oilca/cli.py", "oilca/contract.py"]
     training = ["training/__init__.py", "training/policy.py", "training/trainer.py"]
     assert runner.code_files("train_dwbc.py") == backends + lib + ["oilca/progress.py", "oilca/rows.py",
@@ -291,7 +292,7 @@ def test_code_changes_make_jobs_stale(tmp_path, monkeypatch):
     assert set(runner.code_files("fast/train_dwbc.py")) == set(runner.code_files("train_dwbc.py")) | {
         "fast/__init__.py", "fast/replicas.py", "fast/train_dwbc.py"}
     # a job of one benchmark: the other backends are not its code (envs/__init__.py dispatches on the dataset's env)
-    assert runner.code_files("train_dwbc.py", "dmc") == ["envs/__init__.py", "envs/dmc.py"] + lib + [
+    assert runner.code_files("train_dwbc.py", "dmc") == ["envs/__init__.py", "envs/dmc.py", "envs/dmc_scripted.py"] + lib + [
         "oilca/progress.py", "oilca/rows.py", "train_dwbc.py"] + training
     assert [f for f in runner.code_files("evaluate.py", "cw") if f.startswith("envs/")] == backends[:3]
     assert all(j.backend == "dmc" for j in runner.build(*runner.resolve(runner.Args(benchmark="dmc:cartpole-swingup"))))
@@ -334,6 +335,16 @@ def test_a_tag_keeps_a_variant_apart_and_shares_the_sac_run(two_cores):
     assert "results/dmc_cartpole-swingup_t5/bc_exp_s0_{split}.json" in dmc["bc_exp_s0"]
     with pytest.raises(SystemExit, match="--tag"):
         runner.resolve(runner.Args(tag="a/b"))
+
+
+def test_a_scripted_dmc_expert_needs_no_sac_run(two_cores):
+    """--collect-flags with --dmc.scripted-noise: the scripted expert is the behaviour source, so no SAC job and no
+    snapshot reaches the collection."""
+    flags = "--dmc.scripted-noise 0 0.5 --dmc.random-policy"
+    dmc = commands(benchmark="dmc:manipulator-insert_ball", protocol="table5", collect_flags=flags, seeds=(0,))
+    assert "sac" not in dmc and "--dmc.snapshots" not in dmc["collect"]
+    assert "--dmc.episodes 1500 --expert-episodes 30 " + flags in dmc["collect"]
+    assert "sac" in commands(benchmark="dmc:manipulator-insert_ball", protocol="table5", seeds=(0,))
 
 
 def test_paper_protocol_uses_table5_sizes_and_the_authors_training_settings(two_cores):
