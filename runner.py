@@ -464,9 +464,7 @@ def build(args: Args, p: dict) -> List[Job]:
     collect = ["collect_data.py", "--env", p["kind"] if p["kind"] == "toy" else args.benchmark, "--out", data,
                "--seed", args.data_seed]
     snapshots = []
-    if p["kind"] == "dmc" and "--dmc.scripted-noise" in shlex.split(args.collect_flags):  # a scripted expert: no SAC
-        collect += ["--dmc.episodes", args.data_episodes]
-    elif p["kind"] == "dmc":
+    if p["kind"] == "dmc" and "--dmc.scripted-noise" not in shlex.split(args.collect_flags):  # scripted: no SAC
         sac_home = os.path.join("runs", p["base_slug"])  # one behaviour run per task, whatever the tag or data seed
         sac = path(sac_home, "sac")
         steps = sorted({s for s in SAC_SNAPSHOTS if s <= args.sac_steps} | {args.sac_steps})
@@ -474,7 +472,9 @@ def build(args: Args, p: dict) -> List[Job]:
         add("sac", "sac", ["train_behavior.py", "--env", args.benchmark, "--out-dir", sac, "--total-steps",
                            args.sac_steps, "--update-every", 2, "--resume", *threads, *cuda, *tb], outputs=snapshots,
             gpus=args.gpus, home=sac_home)
-        collect += ["--dmc.snapshots", *snapshots, "--dmc.episodes", args.data_episodes]
+        collect += ["--dmc.snapshots", *snapshots]
+    if p["kind"] == "dmc":
+        collect += ["--dmc.episodes", args.data_episodes]
     elif p["kind"] == "cw":
         collect += ["--cw.episodes", args.data_episodes]
     elif p["kind"] == "toy":

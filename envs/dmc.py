@@ -150,12 +150,13 @@ class DMCEnv:
 def load_behaviors(cfg: DMCConfig, obs_dim: int, act_dim: int, env_id: str) -> Tuple[list, list]:
     """(table of behaviour descriptions, list of policy callables). A missing snapshot is a one-line error."""
     table, policies = [], []
+    layout = obs_layout(load_env(env_id.partition(":")[2], 0)) if cfg.scripted_noise else None
     for std in cfg.scripted_noise:
         if not np.isfinite(std) or std < 0:
             raise ValueError(f"--dmc.scripted-noise must be finite and >= 0, got {std}")
         table.append({"name": "scripted", "noise_std": float(std), "source": "scripted controller (dmc_scripted.py)",
                       "label": "scripted" if std == 0 else f"scripted+N(0,{std:g}²)"})
-        policies.append(scripted_expert(env_id, float(std)))
+        policies.append(scripted_expert(env_id, float(std), layout))
     for path in cfg.snapshots:
         art = contract.load_snapshot(path, obs_dim, act_dim, env_id)
         table.append({"name": "snapshot", "path": path, "train_step": art.get("train_step"),
@@ -170,13 +171,14 @@ def load_behaviors(cfg: DMCConfig, obs_dim: int, act_dim: int, env_id: str) -> T
     return table, policies
 
 
-def scripted_expert(env_id: str, noise_std: float = 0.0):
+def scripted_expert(env_id: str, noise_std: float = 0.0, layout: Optional[list] = None):
     """dmc_scripted.py's expert of this task (a one-line error for a task it does not script), acting with Gaussian
-    action noise of std `noise_std` drawn from each episode's own stream."""
+    action noise of std `noise_std` drawn from each episode's own stream. `layout`: the task's observation layout
+    (obs_layout), when the caller has it already; else one env is loaded to read it."""
     from envs import dmc_scripted
 
     name = env_id.partition(":")[2]
-    expert = dmc_scripted.load(name, obs_layout(load_env(name, 0)))
+    expert = dmc_scripted.load(name, layout if layout is not None else obs_layout(load_env(name, 0)))
     expert.noise_std = noise_std
     return expert
 
