@@ -206,7 +206,8 @@ def labels_row(label: str, path: str) -> dict:
     best_base = s["best_baseline"]["train"]
     n_draws = len(s["draws"])
     full = [r for r in s["rows"] if r["split"] == "train" and r["return"].get("n_groups", 1) == n_draws]
-    above = [r for r in full if r.get("minus_best") and r["minus_best"].get("ci") and r["minus_best"]["ci"][0] > 0]
+    above = [r for r in full if r["method"] in s["sources"] and r.get("minus_best") and r["minus_best"].get("ci")
+             and r["minus_best"]["ci"][0] > 0]  # the oracle's row (the ceiling) is not a label source
     ret = {r["method"]: r["return"] for r in full}  # a row on fewer draws than the summary's is left out
     n_seeds = [v["n"] // max(v.get("n_groups", 1), 1) for v in ret.values()]
     steps = []

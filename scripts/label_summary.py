@@ -12,7 +12,8 @@ Reads each folder's result JSON as report.py does and writes, per split:
     per-seed differences (seed s of a draw: the same data and training seed in the three runs). Where the oracle's own
     gain R_oracle − R_OILCA has an interval that includes 0 the share is not defined and is reported as "—";
   * the probability of improvement P(source > OILCA) and P(source > best baseline) (analysis/stats, strata = draws),
-    and the paired gap source − best baseline;
+    and the paired gap source − best baseline; the same two for OILCA with oracle labels, the ceiling of every label
+    source (where the oracle's own gap to the best baseline lies below 0, even exact labels on OILCA's rows stay below it);
   * the best baseline: of BC-exp, BC-all, DWBC, ORIL, LobsDICE, BCND, ISW-BC and ILID (those present), the highest mean
     return over draws on that split (chosen by the evaluation returns themselves: a conservative reference for every
     source, never a training choice).
@@ -176,6 +177,14 @@ def summarise(folders: List[str], n: int) -> dict:
                         row[key] = {"p": p, "ci": list(ci) if ci else None, "vs": y}
                 gb = paired(m, best, split) if best else {}
                 row["minus_best"] = over([list(x) for x in gb.values()], n) if gb else None
+            elif m == "oilca_oracle" and best:  # the ceiling: the most any label source could reach
+                pairs = [(list(d[(m, split)].values()), list(d[(best, split)].values())) for d in draws
+                         if (m, split) in d and (best, split) in d]
+                if pairs:
+                    p, ci = stats.probability_of_improvement(pairs, n)
+                    row["poi_best"] = {"p": p, "ci": list(ci) if ci else None, "vs": best}
+                gb = paired(m, best, split)
+                row["minus_best"] = over([list(x) for x in gb.values()], n) if gb else None
             out["rows"].append(row)
     out["fidelity"], out["selections"] = [], []
     for lab, f in zip(labels, folders):
@@ -231,17 +240,28 @@ def markdown(s: dict) -> str:
                   f"P(> {report.display(best) if best else 'best baseline'}) | − {report.display(best) if best else 'best'}"
                   " (paired) |", "|---|---|---|---|---|---|---|"]
         for r in rows:
+            if "minus_best" in r and "minus_oilca" not in r:  # the oracle: its gap to the best baseline only
+                lines.append(f"| {report.display(r['method'])} | {text(r['return'])} | | | | "
+                             f"{poi_text(r.get('poi_best'))} | {text(r.get('minus_best'))} |")
+                continue
             if "minus_oilca" not in r:
                 lines.append(f"| {report.display(r['method'])} | {text(r['return'])} | | | | | |")
                 continue
             lines.append(f"| {report.display(r['method'])} | {text(r['return'])} | {text(r['minus_oilca'])} | "
                          f"{share_text(r.get('oracle_share'))} | {poi_text(r.get('poi_oilca'))} | "
                          f"{poi_text(r.get('poi_best'))} | {text(r.get('minus_best'))} |")
-        above = [r for r in rows if r.get("minus_best") and r["minus_best"].get("ci") and r["minus_best"]["ci"][0] > 0]
+        above = [r for r in rows if r["method"] in s["sources"] and r.get("minus_best")
+                 and r["minus_best"].get("ci") and r["minus_best"]["ci"][0] > 0]
+        ceiling = next((r["minus_best"] for r in rows if r["method"] == "oilca_oracle" and r.get("minus_best")), None)
         verdicts.append(f"{titles[split]}: " + (
             "sources above the best baseline with the interval of the paired gap above 0: "
             + ", ".join(f"{report.display(r['method'])} {text(r['minus_best'])}" for r in above) if above else
-            "no source is above the best baseline with the interval of the paired gap above 0"))
+            "no source is above the best baseline with the interval of the paired gap above 0")
+            + ("" if not ceiling else f" (the ceiling, OILCA with oracle labels − {report.display(best)}: "
+               f"{text(ceiling)}, " + ("above 0" if ceiling.get("ci") and ceiling["ci"][0] > 0 else
+                                        "below 0: even exact labels on these rows stay below the best baseline"
+                                        if ceiling.get("ci") and ceiling["ci"][1] < 0 else "an interval that holds 0")
+               + ")"))
     lines += ["", "Against the best baseline: " + "; ".join(verdicts) + "."]
     if s["fidelity"]:
         names = [r["name"] for r in s["fidelity"][0]["rows"]]

@@ -33,11 +33,27 @@ def test_share_of_the_oracles_gain_and_verdict(tmp_path):
     assert ens["poi_oilca"]["vs"] == "oilca" and ens["poi_best"]["vs"] == "bc_all"
     q = next(r for r in s["rows"] if r["method"] == "oilca_ens_q0.5")
     assert q["oracle_share"]["share"] == pytest.approx(0.75) and q["minus_best"]["ci"] == pytest.approx([1.0, 1.0])
+    ora = next(r for r in s["rows"] if r["method"] == "oilca_oracle" and r["split"] == "train")  # the ceiling
+    assert ora["minus_best"]["mean"] == pytest.approx(2.0) and ora["poi_best"]["vs"] == "bc_all"
+    assert "minus_oilca" not in ora and "the ceiling, OILCA with oracle labels − BC-all: 2.00" in s["markdown"]
     text = doc.read_text()
     assert "old" not in text and "| OILCA, ensemble labels, keep 0.5 |" in text and "| 0.75 [0.75, 0.75] |" in text
     run("scripts/label_summary.py", "--again", out)  # the same summary again from what it records
     with open(out) as f:
         assert json.load(f)["markdown"] == s["markdown"]
+
+
+def test_a_ceiling_below_the_best_baseline_is_said(tmp_path):
+    f = str(tmp_path / "d0")
+    for m, v in (("oilca", 0.0), ("oilca_oracle", 1.0), ("oilca_ens", 0.5), ("oril", 2.0)):
+        write(f, m, [v + e for e in (0.0, 0.2, -0.2)])
+    out = str(tmp_path / "s.json")
+    run("scripts/label_summary.py", "--results", f, "--out", out, "--resamples", "300")
+    with open(out) as fh:
+        s = json.load(fh)
+    ora = next(r for r in s["rows"] if r["method"] == "oilca_oracle")
+    assert ora["minus_best"]["mean"] == pytest.approx(-1.0) and ora["poi_best"]["p"] == pytest.approx(0.0)
+    assert "below 0: even exact labels on these rows stay below the best baseline" in s["markdown"]
 
 
 def test_no_oracle_gain_gives_no_share(tmp_path):
