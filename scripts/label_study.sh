@@ -5,9 +5,28 @@
 # same command continues where a stopped run left off; --ledger: in a fresh clone too, from the records committed in
 # results/toy_labels*/ledger/). Extra arguments go to every runner call, e.g. `--jobs 1`; DRAWS="1 2" runs those
 # data draws only (the summary still reads all three).
+#
+# BENCH=dmc:cartpole-swingup (or another dmc:/cw: task) runs the same methods on that task's row at Table 5's size
+# (runner --protocol table5 --tag labels: one data draw, 5,000 steps, ratio 1.0, 30 evaluation episodes), seeds 0-2
+# then 0-4, and its summary to results/<slug>_labels_summary.json; cartpole-swingup has 2 D_E episodes, so its held-out
+# choices use 2 folds of one episode each.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
+if [ "${BENCH:-toy}" != toy ]; then
+  folds=3
+  [ "$BENCH" = dmc:cartpole-swingup ] && folds=2
+  slug=${BENCH/:/_}_labels
+  for seeds in "0 1 2" "0 1 2 3 4"; do
+    # shellcheck disable=SC2086
+    $PY runner.py --benchmark "$BENCH" --protocol table5 --tag labels --select-folds "$folds" \
+      --methods bc_exp dwbc oilca oilca_oracle labels --seeds $seeds --train-flags="--flush-denormal" --jobs 2 \
+      --threads 1 --ledger "$@"
+  done
+  case " $* " in *" --dry-run "*) exit 0 ;; esac
+  $PY scripts/label_summary.py --results "results/$slug" --out "results/${slug}_summary.json" --doc docs/labels.md
+  exit 0
+fi
 for seeds in "0 1 2" "0 1 2 3 4"; do
   for d in ${DRAWS:-0 1 2}; do
     # shellcheck disable=SC2086
