@@ -118,7 +118,8 @@ def summarise(draws: List[dict], labels: List[str], n: int) -> dict:
                 if all(p in gaps for p in need):
                     entry[f"paper_order_{oilca}"] = {
                         "over_draws": all(above(gaps[p]) for p in need),
-                        "per_draw": [all(above(gaps[p]["per_draw"][i]) for p in need) for i in range(len(draws))]}
+                        "per_draw": [None if any(gaps[p]["per_draw"][i] is None for p in need)  # not run there
+                                     else all(above(gaps[p]["per_draw"][i]) for p in need) for i in range(len(draws))]}
             out["orderings"].append(entry)
         for f in fams:  # is the chosen budget's return inside the best fixed budget's interval?
             for i, d in enumerate(draws):
@@ -173,11 +174,12 @@ def markdown(s: dict) -> str:
         for o in (o for o in s["orderings"] if o["split"] == split):
             verdicts = [f"{report.display(k[len('paper_order_'):])} > DWBC > BC-exp with both gaps' intervals above "
                         f"0: {'yes' if v['over_draws'] else 'no'} over draws, per draw "
-                        + ", ".join(f"{lab} {'yes' if p else 'no'}" for lab, p in zip(s["draws"], v["per_draw"]))
+                        + ", ".join(f"{lab} {'not run' if p is None else 'yes' if p else 'no'}"
+                                    for lab, p in zip(s["draws"], v["per_draw"]))
                         for k, v in o.items() if k.startswith("paper_order_")]
             lines += ["", f"Ordering of the means at {row(o['budget'])} (read the intervals above before calling two "
                       f"methods apart): {o['over_draws']} (over draws); per draw: "
-                      + "; ".join(f"{lab}: {t}" for lab, t in zip(s["draws"], o["per_draw"]))
+                      + "; ".join(f"{lab}: {t or 'not run'}" for lab, t in zip(s["draws"], o["per_draw"]))
                       + (". " + ". ".join(verdicts) if verdicts else "") + "."]
         sel = [e for e in s["selection"] if e["split"] == split]
         if sel:

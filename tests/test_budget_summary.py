@@ -53,6 +53,24 @@ def test_summary_over_draws(tmp_path):
     assert "| 100 |" in text and "chosen on held-out D_E" in text
 
 
+def test_a_draw_without_the_chosen_budget_says_not_run(tmp_path):
+    folders = [str(tmp_path / f"d{i}") for i in range(2)]
+    for i, f in enumerate(folders):
+        draw(f, shift=i)
+    for name in os.listdir(folders[0]):  # draw 0 has no held-out choice yet
+        if "_sel_" in name:
+            os.remove(os.path.join(folders[0], name))
+    out = str(tmp_path / "summary.json")
+    run("scripts/budget_summary.py", "--results", *folders, "--out", out, "--resamples", "200")
+    with open(out) as f:
+        s = json.load(f)
+    sel = next(o for o in s["orderings"] if o["budget"] == "selected")
+    assert sel["per_draw"][0] == "" and sel["per_draw"][1] == "OILCA > DWBC"
+    top = next(o for o in s["orderings"] if o["budget"] == 100)
+    assert top["paper_order_oilca"]["per_draw"] == [True, True]
+    assert "per draw: d0: not run; d1: OILCA > DWBC" in s["markdown"]
+
+
 def test_draws_of_different_envs_are_refused(tmp_path):
     draw(str(tmp_path / "a"), 0)
     write(str(tmp_path / "b"), "dwbc_b10", [1.0, 2.0, 3.0], policy_step=10, env="dmc:cartpole-swingup")
