@@ -307,6 +307,17 @@ def budget_block() -> str:
     out = [f"CPU budget study (toy, {len(s['draws'])} data draw(s), its largest budget so far {k(top)} steps; "
            f"paired gaps, in distribution): OILCA − DWBC {ci(gaps[('oilca', 'dwbc', 'train')])}, OILCA − BC-exp "
            f"{ci(gaps[('oilca', 'bc_exp', 'train')])}"]
+    if ("oilca_matched", "dwbc", "train") in gaps:  # the authors' procedure: the sampler trained as long as the policy
+        out[-1] += (f"; with the sampler matched to the budget: OILCA − DWBC "
+                    f"{ci(gaps[('oilca_matched', 'dwbc', 'train')])}, OILCA − BC-exp "
+                    f"{ci(gaps[('oilca_matched', 'bc_exp', 'train')])}, matched − 5k sampler "
+                    f"{ci(gaps[('oilca_matched', 'oilca', 'train')])}")
+    sel = {(g["x"], g["y"]): g for g in s["gaps"] if g["budget"] == "selected" and g["split"] == "train"}
+    if ("oilca", "dwbc") in sel:
+        n_sel = max(g.get("n_groups", 1) for g in sel.values())
+        out.append(f"the same at the budget chosen on held-out D_E ({n_sel} data draw(s) so far): OILCA − DWBC "
+                   f"{ci(sel[('oilca', 'dwbc')])}" + (f", OILCA − BC-exp {ci(sel[('oilca', 'bc_exp')])}"
+                                                        if ("oilca", "bc_exp") in sel else ""))
     for folder, label in (("results/toy_budget_gpu", "toy, GPU"),
                           ("results/dmc_cartpole-swingup_t5_gpu", "cartpole-swingup at Table 5's size, GPU")):
         cells, top, study = budget_folder_cells(folder, "train")
