@@ -200,6 +200,10 @@ def budget_folder_row(label: str, folder: str, split: str) -> dict:
             "best": name(best), "evidence": evidence(1, [c["n"] for c in cells.values()], [top])}
 
 
+# the label study's rows on other benchmarks (scripts/label_study.sh with BENCH=...), counted where their summary exists
+LABEL_ROWS = (("cartpole-swingup", "results/dmc_cartpole-swingup_labels_summary.json"),)
+
+
 def labels_row(label: str, path: str) -> dict:
     with open(os.path.join(ROOT, path)) as f:
         s = json.load(f)
@@ -237,7 +241,8 @@ def table_block() -> str:
                           "train"),
         labels_row("Label sources, toy (3 draws of the main data)", "results/toy_main_labels_summary.json"),
         labels_row("Label sources, toy (label-study data, in progress)", "results/toy_labels_summary.json"),
-    ]
+    ] + [labels_row(f"Label sources, {task} (Table 5 size, in progress)", path) for task, path in LABEL_ROWS
+         if os.path.isfile(os.path.join(ROOT, path))]
     lines = ["| benchmark | the paper's order OILCA > DWBC > BC-exp | OILCA's rank | best column | evidence: draws × "
              "seeds × steps |", "|---|---|---|---|---|"]
     for r in rows:
@@ -330,10 +335,11 @@ def budget_block() -> str:
 
 def labels_block() -> str:
     out = []
-    for path in ("results/toy_main_labels_summary.json", "results/toy_labels_summary.json"):
+    for path in ("results/toy_main_labels_summary.json", "results/toy_labels_summary.json") + tuple(
+            p for _, p in LABEL_ROWS if os.path.isfile(os.path.join(ROOT, p))):
         with open(os.path.join(ROOT, path)) as f:
             s = json.load(f)
-        for split in ("train", "heldout"):
+        for split in s["splits"]:  # DeepMind Control rows have the training split only
             base = s["best_baseline"][split]
             for r in s["rows"]:
                 if r["split"] == split and r.get("minus_best"):
