@@ -85,7 +85,9 @@ def test_track_offline_logs_config_scalars_and_summary(tiny_dataset, tmp_path):
     assert config["total_steps"] == 40 and config["seed"] == 0 and config["track"] is True
     history = [{i.key or "/".join(i.nested_key): json.loads(i.value_json) for i in r.history.item}
                for r in records if r.WhichOneof("record_type") == "history"]
-    assert [h["_step"] for h in history] == [20, 40] and all("train/policy_loss" in h for h in history)
+    steps = [h["_step"] for h in history]  # a progress line printed on a slow machine (every ~10 s) adds a row
+    assert steps == sorted(set(steps)) and {20, 40} <= set(steps)
+    assert all("train/policy_loss" in h for h in history if h["_step"] in (20, 40))
     summary = {}
     for r in records:
         if r.WhichOneof("record_type") == "summary":
