@@ -241,7 +241,7 @@ def table_block() -> str:
                           "train"),
         labels_row("Label sources, toy (3 draws of the main data)", "results/toy_main_labels_summary.json"),
         labels_row("Label sources, toy (label-study data, in progress)", "results/toy_labels_summary.json"),
-    ] + [labels_row(f"Label sources, {task} (Table 5 size, in progress)", path) for task, path in LABEL_ROWS
+    ] + [labels_row(f"Label sources, {task} (Table 5 size, one data draw)", path) for task, path in LABEL_ROWS
          if os.path.isfile(os.path.join(ROOT, path))]
     lines = ["| benchmark | the paper's order OILCA > DWBC > BC-exp | OILCA's rank | best column | evidence: draws × "
              "seeds × steps |", "|---|---|---|---|---|"]
