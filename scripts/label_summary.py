@@ -149,6 +149,23 @@ def summarise(folders: List[str], n: int) -> dict:
         return {i: sorted(set.intersection(*(set(d[(m, split)]) for m in ms))) for i, d in enumerate(draws)
                 if all((m, split) in d for m in ms)}
 
+    def poi_vs(x, y, split) -> Optional[dict]:
+        """P(x > y) over the draws both ran (with its CI), or None."""
+        pairs = [(list(d[(x, split)].values()), list(d[(y, split)].values())) for d in draws
+                 if (x, split) in d and (y, split) in d]
+        if not pairs:
+            return None
+        p, ci = stats.probability_of_improvement(pairs, n)
+        return {"p": p, "ci": list(ci) if ci else None, "vs": y}
+
+    def vs_best(x, best, split) -> dict:
+        """x against the row's best baseline: P(x > best) where any draw has both, and the paired gap x − best."""
+        if not best:
+            return {"minus_best": None}
+        poi, gap = poi_vs(x, best, split), paired(x, best, split)
+        return ({"poi_best": poi} if poi else {}) | {"minus_best": over([list(v) for v in gap.values()], n) if gap
+                                                      else None}
+
     for split in splits:
         has = [d for d in draws if ("oilca", split) in d]  # a baseline counts if it ran on every draw OILCA ran on
         base = {m: over(groups(m, split), n) for m in BASELINES if all((m, split) in d for d in has)}
@@ -169,22 +186,12 @@ def summarise(folders: List[str], n: int) -> dict:
                 src, ora = paired(m, "oilca", split, trio), paired("oilca_oracle", "oilca", split, trio)
                 if src:
                     row["oracle_share"] = share([(src[i], ora[i]) for i in src], n)
-                for y, key in (("oilca", "poi_oilca"), (best, "poi_best")):
-                    pairs = [(list(d[(m, split)].values()), list(d[(y, split)].values())) for d in draws
-                             if (m, split) in d and y and (y, split) in d]
-                    if pairs:
-                        p, ci = stats.probability_of_improvement(pairs, n)
-                        row[key] = {"p": p, "ci": list(ci) if ci else None, "vs": y}
-                gb = paired(m, best, split) if best else {}
-                row["minus_best"] = over([list(x) for x in gb.values()], n) if gb else None
+                poi = poi_vs(m, "oilca", split)
+                if poi:
+                    row["poi_oilca"] = poi
+                row.update(vs_best(m, best, split))
             elif m == "oilca_oracle" and best:  # the ceiling: the most any label source could reach
-                pairs = [(list(d[(m, split)].values()), list(d[(best, split)].values())) for d in draws
-                         if (m, split) in d and (best, split) in d]
-                if pairs:
-                    p, ci = stats.probability_of_improvement(pairs, n)
-                    row["poi_best"] = {"p": p, "ci": list(ci) if ci else None, "vs": best}
-                gb = paired(m, best, split)
-                row["minus_best"] = over([list(x) for x in gb.values()], n) if gb else None
+                row.update(vs_best(m, best, split))
             out["rows"].append(row)
     out["fidelity"], out["selections"] = [], []
     for lab, f in zip(labels, folders):
