@@ -98,3 +98,20 @@ def test_a_draw_whose_rule_chose_bc_exp_counts_oilca_as_the_selected_sampler(tmp
     with open(out) as f:
         rows = json.load(f)["rows"]
     assert next(r for r in rows if r["method"] == "oilca_selected" and r["split"] == "train")["return"]["n_groups"] == 1
+
+
+def test_the_study_script_runs_a_benchmark_row_over_its_draws(tmp_path):
+    """BENCH=dmc:cartpole-swingup DRAWS="0 1" scripts/label_study.sh --dry-run: the runner's jobs of both draws of that
+    row (draw 1 in its own _d1 folder, with its own data), 2 held-out folds (its D_E has 2 episodes)."""
+    import os
+    import subprocess
+    from conftest import ROOT
+    env = dict(os.environ, BENCH="dmc:cartpole-swingup", DRAWS="0 1")
+    proc = subprocess.run(["bash", "scripts/label_study.sh", "--dry-run", "--root", str(tmp_path)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    for slug in ("dmc_cartpole-swingup_labels", "dmc_cartpole-swingup_labels_d1"):
+        assert f"results/{slug}/oilca_oracle_s4_{{split}}.json" in proc.stdout
+        assert f"data/{slug}.npz" in proc.stdout
+    assert "--folds 2 " in proc.stdout and "--folds 3 " not in proc.stdout
+    assert not (tmp_path / "results").exists()
