@@ -150,4 +150,6 @@ def test_benchmark_script_times_reference_and_fast_path_side_by_side():
     rows = [line.split() for line in proc.stdout.splitlines() if line.startswith(("bc ", "oril "))]
     assert [(r[0], r[1], r[2]) for r in rows] == [("bc", "reference", "1"), ("bc", "fast", "2"),
                                                   ("oril", "reference", "1"), ("oril", "fast", "2")]
-    assert all(float(r[3]) > 0 for r in rows)
+    # a positive rate, or "n/a" where timing noise exceeded the 10 extra steps (seen on a loaded 2-core machine)
+    assert all(r[3] == "n/a" or float(r[3]) > 0 for r in rows)
+    assert all(r[4] == "n/a" or float(r[4]) > 0 for r in rows)
