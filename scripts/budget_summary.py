@@ -17,6 +17,7 @@ A draw or family missing some budget is reported with what it has ("—" elsewhe
 --out file's name without .json) in FILE with the markdown; without markers the file is left alone (error).
 """
 
+import json
 import os
 import sys
 from dataclasses import dataclass
@@ -44,15 +45,23 @@ class Args:
     """a markdown file whose budget-summary block is replaced (see above)"""
     resamples: int = stats.N_RESAMPLES
     """bootstrap resamples per interval"""
+    seeds: Optional[Tuple[int, ...]] = None
+    """only these training seeds of every draw (default: every seed found); lets a draw's later seeds be committed as
+    they land while the summary stays on the seeds every method has"""
     again: Optional[str] = None
     """a summary JSON this script wrote: make it again from the folders, doc and resamples it records (what
     scripts/regenerate_tables.sh does); the other flags are then ignored"""
 
 
-def draw_scores(folder: str, envs_seen: set) -> Dict[Tuple[str, str], Dict[int, float]]:
+def draw_scores(folder: str, envs_seen: set, seeds: Optional[Tuple[int, ...]] = None
+                ) -> Dict[Tuple[str, str], Dict[int, float]]:
     rows = report.load_results(folder)
     envs_seen.update(str(r.get("env")) for r in rows)
-    return report.per_seed(rows)
+    scores = report.per_seed(rows)
+    if seeds is None:
+        return scores
+    kept = {k: {s: v for s, v in by_seed.items() if s in seeds} for k, by_seed in scores.items()}
+    return {k: v for k, v in kept.items() if v}
 
 
 def over(groups: list, n: int) -> dict:
@@ -194,7 +203,10 @@ def markdown(s: dict) -> str:
 @contract.together()  # its outputs are renamed into place together at the end: all of them or none
 def main(args: Args) -> dict:
     if args.again:
-        args = Args(**report.recorded_inputs(args.again))
+        recorded = report.recorded_inputs(args.again)
+        with open(args.again) as f:  # readable: recorded_inputs has just read it
+            seeds = json.load(f)["inputs"].get("seeds")
+        args = Args(**recorded, seeds=None if seeds is None else tuple(seeds))
     if not args.results:
         raise ValueError("--results needs at least one folder")
     for folder in args.results:
@@ -202,7 +214,9 @@ def main(args: Args) -> dict:
             raise ValueError(f"--results {folder}: no such folder")
     labels = [os.path.basename(os.path.normpath(f)) for f in args.results]
     envs_seen = set()
-    draws = [family_at(draw_scores(f, envs_seen)) for f in args.results]
+    if args.seeds is not None and not args.seeds:
+        raise ValueError("--seeds: give at least one seed, or leave it out for every seed found")
+    draws = [family_at(draw_scores(f, envs_seen, args.seeds)) for f in args.results]
     if len(envs_seen) > 1:
         raise ValueError(f"--results: the folders hold results of several envs ({', '.join(sorted(envs_seen))}); give "
                          f"the draws of one benchmark")
@@ -210,10 +224,14 @@ def main(args: Args) -> dict:
         raise ValueError(f"--results: no budget results (<family>_b<steps>) in {' '.join(args.results)}")
     s = summarise(draws, labels, args.resamples)
     md = markdown(s)
+    if args.seeds is not None:
+        md = f"Training seeds {', '.join(map(str, args.seeds))} of every draw only (`--seeds`).\n\n" + md
     if args.doc:
         report.replace_block(args.doc, "budget-summary", os.path.splitext(os.path.basename(args.out))[0], md)
-    contract.save_json(args.out, {**s, "markdown": md, "inputs": {"results": list(args.results), "doc": args.doc,
-                                                                  "resamples": args.resamples}})
+    inputs = {"results": list(args.results), "doc": args.doc, "resamples": args.resamples}
+    if args.seeds is not None:
+        inputs["seeds"] = list(args.seeds)
+    contract.save_json(args.out, {**s, "markdown": md, "inputs": inputs})
     print(md)
     return s
 

@@ -106,3 +106,29 @@ def test_the_study_script_runs_the_three_draws(tmp_path):
     for slug in ("toy_study", "toy_study_d1", "toy_study_d2"):
         assert f"runs/{slug}/oilca_matched_b100000_s4 " in proc.stdout and f"results/{slug}/budget_selection" in proc.stdout
     assert "--flush-denormal" in proc.stdout and not (tmp_path / "results").exists()
+
+
+def test_seeds_keeps_the_summary_on_the_seeds_given(tmp_path):
+    """--seeds 0 1 2: a draw's later seed (here seed 3 of BC-exp only) is left out, and --again keeps the choice."""
+    folders = [str(tmp_path / f"d{i}") for i in range(2)]
+    for i, f in enumerate(folders):
+        draw(f, shift=i)
+    extra = {"method": "bc_exp_b100", "seed": 3, "split": "train", "env": "toy", "returns": [99.0, 99.0],
+             "mean_return": 99.0, "policy_step": 100}
+    with open(os.path.join(folders[0], "bc_exp_b100_s3_train.json"), "w") as f:
+        json.dump(extra, f)
+    cell = lambda s: next(c for c in s["cells"] if (c["family"], c["budget"]) == ("bc_exp", 100))  # noqa: E731
+    out_all, out_kept = str(tmp_path / "all.json"), str(tmp_path / "kept.json")
+    run("scripts/budget_summary.py", "--results", *folders, "--out", out_all, "--resamples", "300")
+    run("scripts/budget_summary.py", "--results", *folders, "--out", out_kept, "--resamples", "300",
+        "--seeds", "0", "1", "2")
+    every, kept = json.loads(open(out_all).read()), json.loads(open(out_kept).read())
+    assert cell(every)["mean"] > 10 and cell(kept)["mean"] == pytest.approx(1.6)  # (1.1 + 2.1) / 2: seed 3 left out
+    assert kept["inputs"]["seeds"] == [0, 1, 2] and "seeds" not in every["inputs"]
+    assert kept["markdown"].startswith("Training seeds 0, 1, 2 of every draw only")
+    first = open(out_kept).read()
+    run("scripts/budget_summary.py", "--again", out_kept)
+    assert json.loads(open(out_kept).read())["markdown"] == json.loads(first)["markdown"]
+    assert one_line_error(run("scripts/budget_summary.py", "--results", *folders, "--out", str(tmp_path / "x.json"),
+                              "--seeds", ok=False), "--seeds")
+    assert not os.path.exists(tmp_path / "x.json")
