@@ -7,6 +7,7 @@ Reads each folder's result JSON as report.py does (a budget run's results are `<
 copies `<family>_sel`) and writes, per split:
   * the return of every family at every budget and at the budget chosen on held-out D_E episodes, over draws: the
     mean of the draws' seed means with a two-level bootstrap interval (draws, then seeds; analysis/stats.two_level);
+    and per draw (mean [95% bootstrap over the draw's seeds]), the draws' tables side by side;
   * the paired gaps OILCA − DWBC, OILCA − BC-exp (plain OILCA: sampler at --steps; OILCA, matched sampler), paired by
     seed within each draw, over draws the same way, and per draw (mean ± s [95% bootstrap over seeds]);
   * the ordering of the families at the largest budget and at the chosen one, per draw and over draws, and whether
@@ -166,6 +167,18 @@ def markdown(s: dict) -> str:
                   "| budget (steps) | " + " | ".join(report.display(f) for f in fams) + " |",
                   "|---" * (len(fams) + 1) + "|"]
         lines += [f"| {row(b)} | " + " | ".join(text(cells.get((f, b))) for f in fams) + " |" for b in points]
+        if len(s["draws"]) > 1:
+            lines += ["", f"**{titles[split]}**: return per draw (mean [95% bootstrap over the draw's seeds]; a cell "
+                      f"with fewer seeds than its draw's most says how many)", "",
+                      "| draw | budget (steps) | " + " | ".join(report.display(f) for f in fams) + " |",
+                      "|---" * (len(fams) + 2) + "|"]
+            for i, lab in enumerate(s["draws"]):
+                mine = {k: c["per_draw"][i] for k, c in cells.items() if c["per_draw"][i]}
+                most = max((c["n"] for c in mine.values()), default=0)
+                short = lambda c: "—" if not c else f"{c['mean']:.2f}" + stats.ci_text(c["ci"]) + (  # noqa: E731
+                    f" ({c['n']} seeds)" if c["n"] < most else "")
+                lines += [f"| {lab} ({most} seeds) | {row(b)} | " + " | ".join(short(mine.get((f, b))) for f in fams)
+                          + " |" for b in points]
         gaps = {(g["x"], g["y"], g["budget"]): g for g in s["gaps"] if g["split"] == split}
         pairs = [p for p in GAPS if any(k[:2] == p for k in gaps)]
         if pairs:

@@ -175,7 +175,7 @@ def budget_summary_row(label: str, path: str) -> dict:
     top = max(s["budgets"])
     o = next(o for o in s["orderings"] if o["split"] == "train" and o["budget"] == top)
     cells = [c for c in s["cells"] if c["split"] == "train" and c["budget"] == top]
-    seeds = [c["n"] // max(c.get("n_groups", 1), 1) for c in cells]
+    seeds = [p["n"] for c in cells for p in c.get("per_draw") or [] if p]  # each draw's seeds (draws may differ)
     best = o["over_draws"].split(" > ")
     rank = best.index("OILCA") + 1
     return {"family": label, "order": "yes" if o["paper_order_oilca"]["over_draws"] else "no",

@@ -132,3 +132,21 @@ def test_seeds_keeps_the_summary_on_the_seeds_given(tmp_path):
     assert one_line_error(run("scripts/budget_summary.py", "--results", *folders, "--out", str(tmp_path / "x.json"),
                               "--seeds", ok=False), "--seeds")
     assert not os.path.exists(tmp_path / "x.json")
+
+
+def test_the_per_draw_table_gives_every_draw_and_says_where_seeds_are_fewer(tmp_path):
+    folders = [str(tmp_path / f"d{i}") for i in range(2)]
+    for i, f in enumerate(folders):
+        draw(f, shift=i)
+    os.remove(os.path.join(folders[1], "dwbc_b10_s2_train.json"))  # draw 1's DWBC at 10 steps: seeds 0-1 only
+    doc = tmp_path / "doc.md"
+    doc.write_text("<!-- budget-summary: s -->\n<!-- /budget-summary -->\n")
+    run("scripts/budget_summary.py", "--results", *folders, "--out", str(tmp_path / "s.json"), "--doc", str(doc),
+        "--resamples", "200")
+    text = doc.read_text()
+    assert "| draw | budget (steps) | BC-exp | DWBC | OILCA |" in text
+    row = next(line for line in text.splitlines() if line.startswith("| d1 (3 seeds) | 100 |"))
+    assert row.split(" | ")[4].startswith("10.10 [10.00, 10.20]")  # OILCA: 9 + shift 1 + 0.1·seed, seeds 0-2
+    row10 = next(line for line in text.splitlines() if line.startswith("| d1 (3 seeds) | 10 |"))
+    assert row10.split(" | ")[3] == "3.05 [3.00, 3.10] (2 seeds)"  # DWBC: 2 + 1 + 0.1·seed, seeds 0-1
+    assert "| d0 (3 seeds) | 10 |" in text and "(2 seeds)" not in text.split("| d1 (3 seeds)")[0]

@@ -152,3 +152,22 @@ def test_include_blocks_copy_a_committed_table(tmp_path):
     assert report.hand_typed(out) == [] and findings.fill_snippets(out, "page.md") == out
     with pytest.raises(ValueError, match="page.md: include nope.md: cannot be read"):
         findings.fill_snippets("<!-- include: nope.md -->\n<!-- /include -->\n", "page.md")
+
+
+def test_budget_row_evidence_counts_each_draws_seeds(tmp_path):
+    """Draws with different seed counts read as a range (3 and 5 seeds: '3–5'), not as their integer mean."""
+    import importlib.util
+    import json
+    spec = importlib.util.spec_from_file_location("findings", os.path.join(ROOT, "scripts", "findings.py"))
+    findings = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(findings)
+    cell = lambda f, m, ns: {"split": "train", "budget": 100, "family": f, "mean": m, "n": sum(ns),  # noqa: E731
+                             "n_groups": len(ns), "per_draw": [{"n": n, "mean": m} for n in ns]}
+    s = {"draws": ["a", "b"], "budgets": [10, 100],
+         "cells": [cell("oilca", 3.0, [3, 5]), cell("dwbc", 2.0, [3, 5]), cell("bc_exp", 1.0, [3, 5])],
+         "orderings": [{"split": "train", "budget": 100, "over_draws": "OILCA > DWBC > BC-exp",
+                        "paper_order_oilca": {"over_draws": False}}]}
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(s))
+    row = findings.budget_summary_row("toy", str(path))
+    assert row["evidence"] == "2 × 3–5 × 100" and row["oilca_rank"] == "1 of 3 columns" and row["order"] == "no"
