@@ -1124,6 +1124,9 @@ def on_signal(signum, frame):
     raise Stopped(signal.Signals(signum).name)
 
 
+WIND_DOWN = threading.Event()  # set by SIGUSR1: start no new job, let the running ones finish and be recorded
+
+
 def run_local(todo: List[Job], jobs: int, on_start, on_done, solo: Sequence[str] = ()):
     """Up to `jobs` jobs at a time, in list order as their dependencies finish; a job whose name starts with one of
     `solo` waits for the running ones to end and keeps every other job waiting until it ends."""
@@ -1134,7 +1137,8 @@ def run_local(todo: List[Job], jobs: int, on_start, on_done, solo: Sequence[str]
     with ThreadPoolExecutor(max(1, jobs)) as pool:
         try:
             while todo or running:
-                ready = [j for j in todo if all(d in done for d in j.deps)] if not failed else []
+                stopping = failed or WIND_DOWN.is_set()  # after a failure or SIGUSR1 no new job starts
+                ready = [] if stopping else [j for j in todo if all(d in done for d in j.deps)]
                 for j in ready:
                     if len(running) >= max(1, jobs) or any(map(alone, running.values())) or (alone(j) and running):
                         break
@@ -1285,6 +1289,15 @@ def run_jobs(args: Args, jobs: List[Job], state: dict, listing: list, runs: str,
 
     main_thread = threading.current_thread() is threading.main_thread()
     handlers = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)} if main_thread else {}
+
+    def on_wind_down(signum, frame):  # SIGUSR1; Ray's tasks that have not started read the stop file
+        WIND_DOWN.set()
+        if args.backend == "ray":
+            open(stop_file, "w").close()
+
+    if main_thread:
+        handlers[signal.SIGUSR1] = signal.signal(signal.SIGUSR1, on_wind_down)
+    WIND_DOWN.clear()
     try:
         if args.backend == "ray":
             run_ray(todo, args, on_start, on_done, stop_file)
@@ -1320,7 +1333,13 @@ def run_jobs(args: Args, jobs: List[Job], state: dict, listing: list, runs: str,
     if failed:
         print(f"not run after the failure: {len(todo) - len(ran) - len(unchanged) - len(failed)} jobs")
         print(f"error: job {failed[0]} failed; see {next(j.log for j in jobs if j.name == failed[0])}", file=sys.stderr)
-    return {"jobs": listing, "ran": [r["name"] for r in ran], "failed": failed, "timing": timing, "ok": not failed}
+    started = sum(r["ok"] or r["rc"] is not None for r in results.values())  # Ray's unstarted tasks: not ok, rc None
+    left = len(todo) - started
+    if WIND_DOWN.is_set() and not failed and left:
+        print(f"error: the runner got SIGUSR1: it finished and recorded its {started} started job(s) and started "
+              f"none of the other {left}; run the same command again to resume", file=sys.stderr)
+    return {"jobs": listing, "ran": [r["name"] for r in ran], "failed": failed, "timing": timing,
+            "ok": not failed and not (WIND_DOWN.is_set() and left)}
 
 
 if __name__ == "__main__":

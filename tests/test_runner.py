@@ -533,6 +533,50 @@ def test_a_stopped_runner_resumes_to_the_results_of_an_uninterrupted_run(local, 
     assert returns(root) == uninterrupted
 
 
+def test_sigusr1_winds_down_finishing_and_recording_the_running_job(tmp_path):
+    """SIGUSR1 while a job runs: the runner starts no other job, lets the running one finish and records it (its
+    result and ledger record), exits non-zero with one line saying how many did not start; the same command again
+    skips the finished job and runs only the rest."""
+    import signal
+    import subprocess
+    import sys
+
+    go, started = tmp_path / "go", tmp_path / "started"
+    script = tmp_path / "gated.py"  # train_bc.py, once the test says go (each start appends a line to `started`)
+    script.write_text(f"import os, runpy, sys, time\nopen({str(started)!r}, 'a').write('x\\n')\n"
+                      f"while not os.path.exists({str(go)!r}):\n    time.sleep(0.1)\n"
+                      f"sys.argv[0] = {os.path.join(ROOT, 'train_bc.py')!r}\n"
+                      f"sys.path.insert(0, {ROOT!r})\nrunpy.run_path(sys.argv[0], run_name='__main__')\n")
+    root = tmp_path / "root"
+    argv = [sys.executable, "runner.py", "--root", str(root), "--methods", f"gated={script}", "--seeds", "0", "1",
+            "--steps", "20", "--no-references", "--fig5-ratios", f"--collect-flags={TINY['collect_flags']}",
+            f"--train-flags={TINY['train_flags']}", "--ledger", "--jobs", "1"]
+    first = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 120
+        while not started.exists() and time.time() < deadline and first.poll() is None:
+            time.sleep(0.2)
+        assert started.exists(), first.communicate(timeout=30)
+        first.send_signal(signal.SIGUSR1)
+        time.sleep(1.0)
+        go.touch()
+        out, err = first.communicate(timeout=120)
+    finally:
+        if first.poll() is None:
+            first.kill()
+    lines = err.strip().splitlines()
+    assert first.returncode == 1 and lines[-1].startswith("error: the runner got SIGUSR1"), (out, err)
+    assert "none of the other 2" in lines[-1]  # gated_s1 and the report
+    assert started.read_text().count("x") == 1  # gated_s1 never started
+    res = root / "results" / "toy"
+    assert (res / "gated_s0_train.json").exists() and not (res / "gated_s1_train.json").exists()
+    assert (res / "ledger").is_dir() and any("gated_s0" in p.name for p in (res / "ledger").iterdir())
+    again = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr
+    assert "[skip] gated_s0" in again.stdout and "[start] gated_s1" in again.stdout
+    assert (res / "gated_s1_train.json").exists()
+
+
 @pytest.mark.parametrize("kw, words", [
     (dict(benchmark="gym:Pendulum-v1"), "no preset for gym datasets"),
     (dict(benchmark="dmc:cartpole-bogus"), "unknown DeepMind Control task"),
