@@ -17,6 +17,8 @@ Reads each folder's result JSON as report.py does and writes, per split:
   * the best baseline: of BC-exp, BC-all, DWBC, ORIL, LobsDICE, BCND, ISW-BC and ILID (those present), the highest mean
     return over draws on that split (chosen by the evaluation returns themselves: a conservative reference for every
     source, never a training choice).
+Within a draw every row averages the same training seeds: those every method of that draw has (a draw whose later
+seeds have landed for some methods only is read on the rest, and the block says which seeds it left out).
 Also, from each folder's fidelity_labels.json (runner job fidelity_labels, seed 0's rows, toy only): each source's label
 error against the toy's controller, median and 90th percentile; and, from label_selection_*.json and
 sampler_selection_best.json, what the held-out rule chose and on which D_E episodes.
@@ -113,13 +115,38 @@ def selected_as_oilca(folder: str, scores: dict) -> dict:
     return out
 
 
+def common_seeds(scores: dict) -> Tuple[dict, List[int], Dict[int, int]]:
+    """A draw's `scores` ({(method, split): {seed: value}}) on the training seeds every (method, split) has, those
+    seeds, and {left-out seed: how many (method, split) cells have it}: a draw whose later seeds have landed for some
+    methods only (a study under way) is read on the seeds all its methods share, so every row of a draw averages the
+    same seeds."""
+    scores = {k: v for k, v in scores.items() if read(k[0])}
+    if not scores:
+        return scores, [], {}
+    kept = set.intersection(*(set(v) for v in scores.values()))
+    every = sorted(set().union(*(set(v) for v in scores.values())))
+    left = {s: sum(s in v for v in scores.values()) for s in every if s not in kept}
+    return {k: {s: x for s, x in v.items() if s in kept} for k, v in scores.items()}, sorted(kept), left
+
+
+def read(method: str) -> bool:
+    """Whether the summary reads this method's results: a baseline, OILCA, its oracle labels or a label source (not
+    the references, the fig. 5 ratios or other variants a folder may hold)."""
+    return method in BASELINES + ("oilca", "oilca_oracle") + SOURCES or bool(report.LABEL_VARIANT.match(method))
+
+
 def summarise(folders: List[str], n: int) -> dict:
     labels = [os.path.basename(os.path.normpath(f)) for f in folders]
-    envs_seen, draws = set(), []
-    for f in folders:
+    envs_seen, draws, seeds, left_out = set(), [], {}, {}
+    for f, label in zip(folders, labels):
         rows = report.load_results(f)
         envs_seen.update(str(r.get("env")) for r in rows)
-        draws.append(selected_as_oilca(f, report.per_seed(rows)))
+        scores, seeds[label], left = common_seeds(selected_as_oilca(f, report.per_seed(rows)))
+        if not seeds[label]:
+            raise ValueError(f"--results {f}: no training seed that every method there has")
+        draws.append(scores)
+        if left:
+            left_out[label] = {"seeds": sorted(left), "cells": len(scores), "cells_with": [left[s] for s in sorted(left)]}
     if len(envs_seen) > 1:
         raise ValueError(f"--results: the folders hold results of several envs ({', '.join(sorted(envs_seen))}); give "
                          f"the draws of one benchmark")
@@ -129,7 +156,8 @@ def summarise(folders: List[str], n: int) -> dict:
     variants = sorted((m for m in methods if report.LABEL_VARIANT.match(m)), key=lambda m: (m[:9], m))
     sources = [m for m in SOURCES if m in methods] + variants
     splits = [s for s, _ in report.ALL_SPLITS if any(k[1] == s for d in draws for k in d)]
-    out = {"draws": labels, "splits": splits, "sources": sources, "cells": [], "best_baseline": {}, "rows": []}
+    out = {"draws": labels, "seeds": seeds, "left_out": left_out, "splits": splits, "sources": sources, "cells": [],
+           "best_baseline": {}, "rows": []}
 
     def groups(m, split):
         return [list(d[(m, split)].values()) for d in draws if (m, split) in d]
@@ -238,6 +266,10 @@ def markdown(s: dict) -> str:
              f"draw: mean ± s [bootstrap over seeds]). Share of the oracle's gain: (R_source − R_OILCA) / "
              f"(R_oracle − R_OILCA) over the paired per-seed differences, its interval from the same bootstrap. "
              f"P(X > Y): probability of improvement, strata = draws."]
+    for label, lo in s.get("left_out", {}).items():
+        lines[0] += (f" {label}: training seeds {', '.join(map(str, s['seeds'][label]))} only; seed(s) "
+                     f"{', '.join(map(str, lo['seeds']))} left out, which only {', '.join(map(str, lo['cells_with']))} "
+                     f"of its {lo['cells']} method-split cells have so far.")
     verdicts = []
     for split in s["splits"]:
         best = s["best_baseline"][split]

@@ -43,6 +43,29 @@ def test_share_of_the_oracles_gain_and_verdict(tmp_path):
         assert json.load(f)["markdown"] == s["markdown"]
 
 
+def test_a_draw_is_read_on_the_seeds_every_method_has(tmp_path):
+    """A later seed landed for some methods only (a study under way): the draw is read on the seeds all its methods
+    share, the block says which seed it left out, and the other draw keeps all its seeds."""
+    import os
+    full, part = str(tmp_path / "d0"), str(tmp_path / "d1")
+    draw(full, shift=0)
+    draw(part, shift=1)
+    for m, v in (("oilca", 100.0), ("oilca_oracle", 100.0)):  # seed 3 of two methods only, far off: read, it would show
+        with open(os.path.join(part, f"{m}_s3_train.json"), "w") as f:
+            json.dump({"method": m, "seed": 3, "split": "train", "env": "toy", "returns": [v, v], "mean_return": v}, f)
+    out = str(tmp_path / "s.json")
+    run("scripts/label_summary.py", "--results", full, part, "--out", out, "--resamples", "300")
+    with open(out) as f:
+        s = json.load(f)
+    assert s["seeds"] == {"d0": [0, 1, 2], "d1": [0, 1, 2]} and "d0" not in s["left_out"]
+    assert s["left_out"]["d1"]["seeds"] == [3] and s["left_out"]["d1"]["cells_with"] == [2]
+    assert "d1: training seeds 0, 1, 2 only; seed(s) 3 left out, which only 2 of its" in s["markdown"]
+    ens = next(r for r in s["rows"] if r["method"] == "oilca_ens")
+    assert ens["oracle_share"]["share"] == pytest.approx(0.25)  # seed 3's 100s never entered a mean
+    oil = next(r for r in s["rows"] if r["method"] == "oilca" and r["split"] == "train")
+    assert oil["return"]["mean"] == pytest.approx(0.5)  # draws at 0 and 1, each over seeds 0-2
+
+
 def test_a_ceiling_below_the_best_baseline_is_said(tmp_path):
     f = str(tmp_path / "d0")
     for m, v in (("oilca", 0.0), ("oilca_oracle", 1.0), ("oilca_ens", 0.5), ("oril", 2.0)):
