@@ -201,7 +201,15 @@ def budget_folder_row(label: str, folder: str, split: str) -> dict:
 
 
 # the label study's rows on other benchmarks (scripts/label_study.sh with BENCH=...), counted where their summary exists
-LABEL_ROWS = (("cartpole-swingup", "results/dmc_cartpole-swingup_labels_summary.json"),)
+LABEL_ROWS = (("cartpole-swingup", "results/dmc_cartpole-swingup_labels_summary.json"),
+              ("walker-walk", "results/dmc_walker-walk_labels_summary.json"))
+
+
+def draws_words(path: str) -> str:
+    """'one data draw' or 'N data draws': how many draws a summary JSON under ROOT reads."""
+    with open(os.path.join(ROOT, path)) as f:
+        n = len(json.load(f)["draws"])
+    return "one data draw" if n == 1 else f"{n} data draws"
 
 
 def labels_row(label: str, path: str) -> dict:
@@ -213,7 +221,7 @@ def labels_row(label: str, path: str) -> dict:
     above = [r for r in full if r["method"] in s["sources"] and r.get("minus_best") and r["minus_best"].get("ci")
              and r["minus_best"]["ci"][0] > 0]  # the oracle's row (the ceiling) is not a label source
     ret = {r["method"]: r["return"] for r in full}  # a row on fewer draws than the summary's is left out
-    n_seeds = [v["n"] // max(v.get("n_groups", 1), 1) for v in ret.values()]
+    n_seeds = [p["n"] for r in full for p in r.get("per_draw") or [] if p]  # each draw's seeds (draws may differ)
     steps = []
     for folder in s["inputs"]["results"]:
         steps += folder_cells(folder, "train", ("oilca",)).get("oilca", {}).get("steps", [])
@@ -241,7 +249,7 @@ def table_block() -> str:
                           "train"),
         labels_row("Label sources, toy (3 draws of the main data)", "results/toy_main_labels_summary.json"),
         labels_row("Label sources, toy (label-study data, in progress)", "results/toy_labels_summary.json"),
-    ] + [labels_row(f"Label sources, {task} (Table 5 size, one data draw)", path) for task, path in LABEL_ROWS
+    ] + [labels_row(f"Label sources, {task} (Table 5 size, {draws_words(path)})", path) for task, path in LABEL_ROWS
          if os.path.isfile(os.path.join(ROOT, path))]
     lines = ["| benchmark | the paper's order OILCA > DWBC > BC-exp | OILCA's rank | best column | evidence: draws × "
              "seeds × steps |", "|---|---|---|---|---|"]

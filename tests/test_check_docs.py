@@ -171,3 +171,26 @@ def test_budget_row_evidence_counts_each_draws_seeds(tmp_path):
     path.write_text(json.dumps(s))
     row = findings.budget_summary_row("toy", str(path))
     assert row["evidence"] == "2 × 3–5 × 100" and row["oilca_rank"] == "1 of 3 columns" and row["order"] == "no"
+
+
+def test_labels_row_evidence_counts_each_draws_seeds(tmp_path):
+    """A label row over a draw of 5 seeds and one of 3 (a later draw under way) reads '2 × 3–5', not their mean '4'."""
+    import importlib.util
+    import json
+    from conftest import run
+    spec = importlib.util.spec_from_file_location("findings", os.path.join(ROOT, "scripts", "findings.py"))
+    findings = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(findings)
+    folders = [str(tmp_path / "d0"), str(tmp_path / "d1")]
+    for f, n in zip(folders, (5, 3)):
+        for m, v in (("oilca", 0.0), ("oilca_oracle", 4.0), ("oilca_ilid", 1.0), ("bc_exp", -1.0), ("dwbc", 2.0)):
+            for i in range(n):
+                x = v + 0.1 * i
+                os.makedirs(f, exist_ok=True)
+                with open(os.path.join(f, f"{m}_s{i}_train.json"), "w") as fh:
+                    json.dump({"method": m, "seed": i, "split": "train", "env": "toy", "returns": [x, x],
+                               "mean_return": x, "train_args": {"total_steps": 5000}}, fh)
+    out = str(tmp_path / "s.json")
+    run("scripts/label_summary.py", "--results", *folders, "--out", out, "--resamples", "200")
+    row = findings.labels_row("x", out)
+    assert row["evidence"] == "2 × 3–5 × 5,000" and row["best"] == "DWBC"
