@@ -459,6 +459,21 @@ def test_solo_jobs_run_with_no_other_job_beside_them(monkeypatch):
     assert any(others for n, others in grid(()) if n.startswith("augment"))  # without --solo they share
 
 
+def start_until(argv, path, timeout=120):
+    """A runner started with `argv` (in the repo), once `path` exists (one of its jobs made it); a runner that ends or
+    times out first is an assertion error with its output."""
+    import subprocess
+    proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + timeout
+    while not path.exists() and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.2)
+    if not path.exists():
+        if proc.poll() is None:
+            proc.kill()
+        raise AssertionError(proc.communicate(timeout=30))
+    return proc
+
+
 def test_one_runner_per_root_and_sigterm_stops_its_jobs(tmp_path):
     """A second runner on the same --root is refused with one line; SIGTERM to a runner stops its running jobs with
     it (one line, non-zero exit), so a rerun does not compete with them."""
@@ -471,12 +486,8 @@ def test_one_runner_per_root_and_sigterm_stops_its_jobs(tmp_path):
     script.write_text(f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\ntime.sleep(120)\n")
     argv = [sys.executable, "runner.py", "--root", str(tmp_path / "root"), "--methods", f"slow={script}",
             "--seeds", "0", "--no-references", "--fig5-ratios", f"--collect-flags={TINY['collect_flags']}", "--jobs", "1"]
-    first = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first = start_until(argv, pid_file)
     try:
-        deadline = time.time() + 120
-        while not pid_file.exists() and time.time() < deadline and first.poll() is None:
-            time.sleep(0.5)
-        assert pid_file.exists(), first.communicate(timeout=30)
         time.sleep(0.5)
         job = int(pid_file.read_text())
         logs = lambda: {p: open(p, "rb").read() for p in glob.glob(str(tmp_path / "root" / "runs" / "*" / "*.log"))  # noqa: E731
@@ -551,12 +562,8 @@ def test_sigusr1_winds_down_finishing_and_recording_the_running_job(tmp_path):
     argv = [sys.executable, "runner.py", "--root", str(root), "--methods", f"gated={script}", "--seeds", "0", "1",
             "--steps", "20", "--no-references", "--fig5-ratios", f"--collect-flags={TINY['collect_flags']}",
             f"--train-flags={TINY['train_flags']}", "--ledger", "--jobs", "1"]
-    first = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first = start_until(argv, started)
     try:
-        deadline = time.time() + 120
-        while not started.exists() and time.time() < deadline and first.poll() is None:
-            time.sleep(0.2)
-        assert started.exists(), first.communicate(timeout=30)
         first.send_signal(signal.SIGUSR1)
         time.sleep(1.0)
         go.touch()
