@@ -414,17 +414,27 @@ def snippet(spec: str, where: str) -> str:
     return (or success) of METHOD on SPLIT in the results folder FOLDER, over its training seeds, as `mean [lo, hi]`
     (95% percentile bootstrap, report.py's cell; `mean`: the mean alone). METHOD `x-y` (two method ids joined by a
     hyphen-minus between ids that exist) is the paired gap x − y over the seeds both have. `digits=K`: K decimals
-    (default 2)."""
+    (default 2). `seeds=A-B` (or `seeds=A,B,…`): those training seeds only, e.g. the seeds a row's summary reads while
+    its later seeds land."""
     words = spec.split()
     if len(words) < 3:
         raise ValueError(f"{where}: inline number '{spec}': needs FOLDER METHOD SPLIT")
     folder, method, split, opts = words[0], words[1], words[2], words[3:]
     metric = "success" if "success" in opts else "return"
     digits = next((int(o.split("=", 1)[1]) for o in opts if o.startswith("digits=")), 2)
-    bad = [o for o in opts if o not in ("success", "mean") and not o.startswith("digits=")]
+    bad = [o for o in opts if o not in ("success", "mean") and not o.startswith(("digits=", "seeds="))]
     if bad:
         raise ValueError(f"{where}: inline number '{spec}': unknown option {bad[0]}")
     scores = seed_scores(folder)[metric]
+    only = next((o.split("=", 1)[1] for o in opts if o.startswith("seeds=")), None)
+    if only is not None:
+        try:
+            a, _, b = only.partition("-")
+            keep = set(range(int(a), int(b) + 1)) if b else {int(x) for x in only.split(",")}
+        except ValueError:
+            raise ValueError(f"{where}: inline number '{spec}': seeds={only} is not A-B or A,B,…") from None
+        scores = {k: {sd: v for sd, v in by.items() if sd in keep} for k, by in scores.items()}
+        scores = {k: by for k, by in scores.items() if by}
     if (method, split) in scores:
         c = stats.cell(list(scores[(method, split)].values()))
     else:

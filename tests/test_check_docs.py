@@ -132,6 +132,24 @@ def test_inline_numbers_are_generated_and_not_hand_typed(tmp_path):
         findings.fill_snippets("<!--n: results/toy nosuch train-->0<!--/n-->", "page.md")
 
 
+def test_an_inline_number_can_read_some_seeds_only():
+    """seeds=0-2 (or 0,1,2): the seeds a summary reads while a row's later seeds land; the same cell as those seeds'."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("findings", os.path.join(ROOT, "scripts", "findings.py"))
+    findings = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(findings)
+    findings.ROOT = ROOT
+    per = report.per_seed(report.load_results(os.path.join(ROOT, "results/toy")))
+    assert len(per[("oilca", "train")]) == 5  # the main job's five seeds
+    three = report.stats.paired_gap(*({s: per[(m, "train")][s] for s in (0, 1, 2)} for m in ("oilca", "dwbc")))
+    want = f"{three['mean']:.2f} [{three['ci'][0]:.2f}, {three['ci'][1]:.2f}]".replace("-", "−")
+    for opt in ("seeds=0-2", "seeds=0,1,2"):
+        assert findings.snippet(f"results/toy oilca-dwbc train {opt}", "p.md") == want
+    assert findings.snippet("results/toy oilca-dwbc train", "p.md") != want  # all five seeds differ
+    with pytest.raises(ValueError, match="seeds=a is not A-B"):
+        findings.snippet("results/toy oilca train seeds=a", "p.md")
+
+
 def test_check_docs_passes_over_what_git_ignores(tmp_path):
     root = stub_repo(tmp_path, "echo png > results/x/fig.png\necho new > docs/extra.md\n")
     (root / ".gitignore").write_text("results/**/*.png\n")
