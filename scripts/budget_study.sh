@@ -18,4 +18,4 @@ for d in ${DRAWS:-0 1 2}; do
 done
 case " $* " in *" --dry-run "*) exit 0 ;; esac  # a dry run lists the jobs only
 $PY scripts/budget_summary.py --results results/toy_study results/toy_study_d1 results/toy_study_d2 \
-  --out results/toy_study_summary.json --doc docs/budget.md
+  --out results/toy_study_summary.json --doc docs/budget.md --complete-seeds

@@ -49,6 +49,10 @@ class Args:
     seeds: Optional[Tuple[int, ...]] = None
     """only these training seeds of every draw (default: every seed found); lets a draw's later seeds be committed as
     they land while the summary stays on the seeds every method has"""
+    complete_seeds: bool = False
+    """per draw, only the training seeds that every cell of that draw has (every family, budget, chosen budget and
+    split): a draw whose later seeds are landing stays on its finished seeds, and the summary names the seeds it left
+    out; a seed missing from one cell leaves that draw's summary altogether"""
     again: Optional[str] = None
     """a summary JSON this script wrote: make it again from the folders, doc and resamples it records (what
     scripts/regenerate_tables.sh does); the other flags are then ignored"""
@@ -63,6 +67,19 @@ def draw_scores(folder: str, envs_seen: set, seeds: Optional[Tuple[int, ...]] = 
         return scores
     kept = {k: {s: v for s, v in by_seed.items() if s in seeds} for k, by_seed in scores.items()}
     return {k: v for k, v in kept.items() if v}
+
+
+def complete(draw: dict) -> Tuple[dict, List[int], List[int]]:
+    """The draw restricted to the seeds every cell has; those seeds, and the ones found but left out."""
+    sets = [set(v) for v in draw.values()]
+    common = set.intersection(*sets) if sets else set()
+    found = set.union(*sets) if sets else set()
+    return ({k: {s: x for s, x in v.items() if s in common} for k, v in draw.items()}, sorted(common),
+            sorted(found - common))
+
+
+def seed_text(seeds: List[int]) -> str:
+    return ", ".join(map(str, seeds))
 
 
 def over(groups: list, n: int) -> dict:
@@ -218,8 +235,10 @@ def main(args: Args) -> dict:
     if args.again:
         recorded = report.recorded_inputs(args.again)
         with open(args.again) as f:  # readable: recorded_inputs has just read it
-            seeds = json.load(f)["inputs"].get("seeds")
-        args = Args(**recorded, seeds=None if seeds is None else tuple(seeds))
+            inputs = json.load(f)["inputs"]
+        seeds = inputs.get("seeds")
+        args = Args(**recorded, seeds=None if seeds is None else tuple(seeds),
+                    complete_seeds=bool(inputs.get("complete_seeds")))
     if not args.results:
         raise ValueError("--results needs at least one folder")
     for folder in args.results:
@@ -230,6 +249,13 @@ def main(args: Args) -> dict:
     if args.seeds is not None and not args.seeds:
         raise ValueError("--seeds: give at least one seed, or leave it out for every seed found")
     draws = [family_at(draw_scores(f, envs_seen, args.seeds)) for f in args.results]
+    kept_seeds = []
+    if args.complete_seeds:
+        for i, (folder, d) in enumerate(zip(args.results, draws)):
+            draws[i], common, left = complete(d)
+            if d and not common:
+                raise ValueError(f"--complete-seeds: no training seed is in every cell of {folder}")
+            kept_seeds.append({"draw": labels[i], "seeds": common, "left_out": left})
     if len(envs_seen) > 1:
         raise ValueError(f"--results: the folders hold results of several envs ({', '.join(sorted(envs_seen))}); give "
                          f"the draws of one benchmark")
@@ -239,11 +265,19 @@ def main(args: Args) -> dict:
     md = markdown(s)
     if args.seeds is not None:
         md = f"Training seeds {', '.join(map(str, args.seeds))} of every draw only (`--seeds`).\n\n" + md
+    if args.complete_seeds:
+        md = ("Per draw, the training seeds every cell of the draw has (`--complete-seeds`): " + "; ".join(
+            f"{k['draw']} {seed_text(k['seeds'])}" + (f" ({'seeds' if len(k['left_out']) > 1 else 'seed'} "
+                                                      f"{seed_text(k['left_out'])} in some cells only, not read)" if k["left_out"] else "")
+            for k in kept_seeds) + ".\n\n" + md)
+        s["seeds_per_draw"] = kept_seeds
     if args.doc:
         report.replace_block(args.doc, "budget-summary", os.path.splitext(os.path.basename(args.out))[0], md)
     inputs = {"results": list(args.results), "doc": args.doc, "resamples": args.resamples}
     if args.seeds is not None:
         inputs["seeds"] = list(args.seeds)
+    if args.complete_seeds:
+        inputs["complete_seeds"] = True
     contract.save_json(args.out, {**s, "markdown": md, "inputs": inputs})
     print(md)
     return s

@@ -150,3 +150,31 @@ def test_the_per_draw_table_gives_every_draw_and_says_where_seeds_are_fewer(tmp_
     row10 = next(line for line in text.splitlines() if line.startswith("| d1 (3 seeds) | 10 |"))
     assert row10.split(" | ")[3] == "3.05 [3.00, 3.10] (2 seeds)"  # DWBC: 2 + 1 + 0.1·seed, seeds 0-1
     assert "| d0 (3 seeds) | 10 |" in text and "(2 seeds)" not in text.split("| d1 (3 seeds)")[0]
+
+
+def test_complete_seeds_keeps_each_draw_on_the_seeds_every_cell_has(tmp_path):
+    """A draw whose seeds 3-4 are landing (here seed 3 of BC-exp at 100 steps only): --complete-seeds leaves it out
+    of that draw, says so, keeps the other draw's seeds, and --again keeps the choice."""
+    folders = [str(tmp_path / f"d{i}") for i in range(2)]
+    for i, f in enumerate(folders):
+        draw(f, shift=i)
+    extra = {"method": "bc_exp_b100", "seed": 3, "split": "train", "env": "toy", "returns": [99.0, 99.0],
+             "mean_return": 99.0, "policy_step": 100}
+    with open(os.path.join(folders[1], "bc_exp_b100_s3_train.json"), "w") as f:
+        json.dump(extra, f)
+    out = str(tmp_path / "s.json")
+    run("scripts/budget_summary.py", "--results", *folders, "--out", out, "--resamples", "300", "--complete-seeds")
+    s = json.loads(open(out).read())
+    cell = next(c for c in s["cells"] if (c["family"], c["budget"]) == ("bc_exp", 100))
+    assert cell["per_draw"][1]["n"] == 3 and cell["per_draw"][1]["mean"] == pytest.approx(2.1)  # 1 + 1 + 0.1·seed
+    assert s["seeds_per_draw"] == [{"draw": "d0", "seeds": [0, 1, 2], "left_out": []},
+                                   {"draw": "d1", "seeds": [0, 1, 2], "left_out": [3]}]
+    assert s["markdown"].startswith("Per draw, the training seeds every cell of the draw has (`--complete-seeds`): "
+                                    "d0 0, 1, 2; d1 0, 1, 2 (seed 3 in some cells only, not read).")
+    first = open(out).read()
+    run("scripts/budget_summary.py", "--again", out)
+    assert open(out).read() == first
+    plain = str(tmp_path / "plain.json")  # without the flag the cell reads seed 3 too (the old behaviour)
+    run("scripts/budget_summary.py", "--results", *folders, "--out", plain, "--resamples", "300")
+    p = json.loads(open(plain).read())
+    assert next(c for c in p["cells"] if (c["family"], c["budget"]) == ("bc_exp", 100))["per_draw"][1]["n"] == 4
