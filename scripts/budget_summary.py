@@ -13,11 +13,16 @@ copies `<family>_sel`) and writes, per split:
   * the ordering of the families at the largest budget and at the chosen one, per draw and over draws, and whether
     the paper's ordering OILCA > DWBC > BC-exp holds (both gaps' intervals above 0);
   * how often the chosen budget's return lies within the interval of the best fixed budget (per draw and family).
-A draw or family missing some budget is reported with what it has ("—" elsewhere); nothing is filled in.
+The chosen-budget cell of a family is its selection record's budget (budget_selection_<family>.json, one choice per
+draw from fold policies of training seed 0) applied to every seed with a result there; the `<family>_sel` copies
+select_budget.py wrote must agree with it (a family without a record keeps its copies). `--complete-seeds` keeps each
+draw on the seeds every cell of it has. A draw or family missing some budget is reported with what it has ("—"
+elsewhere); nothing is filled in.
 `--doc FILE` replaces the block between `<!-- budget-summary: NAME -->` and `<!-- /budget-summary -->` (NAME the
 --out file's name without .json) in FILE with the markdown; without markers the file is left alone (error).
 """
 
+import glob
 import json
 import os
 import sys
@@ -67,6 +72,32 @@ def draw_scores(folder: str, envs_seen: set, seeds: Optional[Tuple[int, ...]] = 
         return scores
     kept = {k: {s: v for s, v in by_seed.items() if s in seeds} for k, by_seed in scores.items()}
     return {k: v for k, v in kept.items() if v}
+
+
+def chosen_budget(folder: str, draw: dict) -> dict:
+    """The draw with each family's chosen-budget cell made from its selection record: select_budget.py's choice
+    (budget_selection_<family>.json, one budget from the fold policies, whatever the training seed) applied to every
+    seed that has a result at that budget. Its `<family>_sel` copies, where present, must agree seed by seed; a family
+    with no selection record keeps the copies it has. So a seed that lands after the selection needs no new selection
+    run (the fold policies it would have to remake cannot have changed: they do not depend on the seed)."""
+    out = dict(draw)
+    for path in sorted(glob.glob(os.path.join(folder, "budget_selection_*.json"))):
+        try:
+            with open(path) as f:
+                rec = json.load(f)
+            fam, choice = rec["of_method"], int(rec["choice"])
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise ValueError(f"{path}: not a selection record of select_budget.py ({type(e).__name__}: {e})") from None
+        for split in {k[1] for k in draw}:
+            fixed = draw.get((fam, split, choice))
+            if fixed is None:
+                continue
+            for seed, v in draw.get((fam, split, "selected"), {}).items():
+                if seed not in fixed or fixed[seed] != v:
+                    raise ValueError(f"{folder}: {fam}_sel seed {seed} ({split}) is not {fam}_b{choice}'s result, the "
+                                     f"budget {path} chose")
+            out[(fam, split, "selected")] = dict(fixed)
+    return out
 
 
 def complete(draw: dict) -> Tuple[dict, List[int], List[int]]:
@@ -248,7 +279,7 @@ def main(args: Args) -> dict:
     envs_seen = set()
     if args.seeds is not None and not args.seeds:
         raise ValueError("--seeds: give at least one seed, or leave it out for every seed found")
-    draws = [family_at(draw_scores(f, envs_seen, args.seeds)) for f in args.results]
+    draws = [chosen_budget(f, family_at(draw_scores(f, envs_seen, args.seeds))) for f in args.results]
     kept_seeds = []
     if args.complete_seeds:
         for i, (folder, d) in enumerate(zip(args.results, draws)):

@@ -106,6 +106,8 @@ def test_the_study_script_runs_the_three_draws(tmp_path):
     for slug in ("toy_study", "toy_study_d1", "toy_study_d2"):
         assert f"runs/{slug}/oilca_matched_b100000_s4 " in proc.stdout and f"results/{slug}/budget_selection" in proc.stdout
     assert "--flush-denormal" in proc.stdout and not (tmp_path / "results").exists()
+    select = [line for line in proc.stdout.splitlines() if " select_budget.py " in line]
+    assert select and all("--seeds 0 1 2 --splits" in line for line in select)  # seeds 3-4 need no selection run
 
 
 def test_seeds_keeps_the_summary_on_the_seeds_given(tmp_path):
@@ -178,3 +180,34 @@ def test_complete_seeds_keeps_each_draw_on_the_seeds_every_cell_has(tmp_path):
     run("scripts/budget_summary.py", "--results", *folders, "--out", plain, "--resamples", "300")
     p = json.loads(open(plain).read())
     assert next(c for c in p["cells"] if (c["family"], c["budget"]) == ("bc_exp", 100))["per_draw"][1]["n"] == 4
+
+
+def test_the_chosen_budget_cell_applies_the_selection_record_to_every_seed(tmp_path):
+    """A seed that landed after select_budget.py ran (seed 3 of every cell here) is read at the budget the record
+    chose; its `_sel` copies must agree with that budget's results, and a copy that does not is refused."""
+    folders = [str(tmp_path / f"d{i}") for i in range(2)]
+    for i, f in enumerate(folders):
+        draw(f, shift=i)
+    for fam, choice in (("oilca", 100), ("dwbc", 10)):
+        with open(os.path.join(folders[1], f"budget_selection_{fam}.json"), "w") as f:
+            json.dump({"of_method": fam, "choice": choice, "budgets": [10, 100], "rule": "held-out"}, f)
+    for name in os.listdir(folders[1]):  # seed 3 of every fixed budget, 5 above seed 2's value
+        if name.endswith("_s2_train.json") and "_sel_" not in name:
+            r = json.loads(open(os.path.join(folders[1], name)).read())
+            r.update(seed=3, returns=[v + 5 for v in r["returns"]], mean_return=r["mean_return"] + 5)
+            with open(os.path.join(folders[1], name.replace("_s2_", "_s3_")), "w") as f:
+                json.dump(r, f)
+    out = str(tmp_path / "s.json")
+    run("scripts/budget_summary.py", "--results", *folders, "--out", out, "--resamples", "300", "--complete-seeds")
+    s = json.loads(open(out).read())
+    sel = {c["family"]: c["per_draw"][1] for c in s["cells"] if c["budget"] == "selected"}
+    assert sel["oilca"]["n"] == 4 and sel["oilca"]["mean"] == pytest.approx((10.0 + 10.1 + 10.2 + 15.2) / 4)
+    assert sel["dwbc"]["n"] == 4 and s["seeds_per_draw"][1] == {"draw": "d1", "seeds": [0, 1, 2, 3], "left_out": []}
+    with open(os.path.join(folders[1], "oilca_sel_s0_train.json")) as f:
+        r = json.load(f)
+    r.update(returns=[0.0, 0.0], mean_return=0.0)  # a copy that is not the chosen budget's result
+    with open(os.path.join(folders[1], "oilca_sel_s0_train.json"), "w") as f:
+        json.dump(r, f)
+    assert one_line_error(run("scripts/budget_summary.py", "--results", *folders, "--out", str(tmp_path / "x.json"),
+                              ok=False), "oilca_sel seed 0")
+    assert not os.path.exists(tmp_path / "x.json")
