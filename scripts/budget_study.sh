@@ -5,9 +5,32 @@
 # over the draws. Extra arguments go to every runner call, e.g. `--fast --gpus 1 --budgets 5000 20000 50000 100000 200000`
 # on a GPU machine (the last --budgets given wins); DRAWS="1 2" runs those data draws only (the verdict still reads
 # all three).
+#
+# BENCH=dmc:cartpole-swingup or BENCH=dmc:walker-walk runs the same study on that task's row at Table 5's size
+# (--tag t5study: its data size and D_E count, budgets 5k/20k/50k on the CPU; cartpole-swingup's 2 D_E episodes make
+# its budget choice hold out one of them, --select-folds 2), in the same two passes, then its summary to
+# results/dmc_<task>_t5study_summary.json.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
+if [ "${BENCH:-toy}" != toy ]; then
+  case "$BENCH" in
+    dmc:cartpole-swingup) size=(--data-episodes 40 "--collect-flags=--expert-episodes 2" --sac-steps 100000 --select-folds 2) ;;
+    dmc:walker-walk) size=(--data-episodes 200 "--collect-flags=--expert-episodes 6") ;;
+    *) echo "budget_study.sh: error: BENCH=$BENCH: the study runs on toy, dmc:cartpole-swingup or dmc:walker-walk" >&2
+       exit 2 ;;
+  esac
+  slug=${BENCH/:/_}_t5study
+  for pass in "--select-budget-folds 1 --seeds 0 1 2" "--seeds 0 1 2 3 4"; do
+    # shellcheck disable=SC2086
+    $PY runner.py --benchmark "$BENCH" --tag t5study "${size[@]}" --ratio 1.0 --budgets 5000 20000 50000 \
+      --methods bc_exp bc_all dwbc oilca oilca_matched $pass --train-flags="--flush-denormal" --jobs 2 --threads 1 \
+      --ledger "$@"
+  done
+  case " $* " in *" --dry-run "*) exit 0 ;; esac
+  $PY scripts/budget_summary.py --results "results/$slug" --out "results/${slug}_summary.json" --complete-seeds
+  exit 0
+fi
 for d in ${DRAWS:-0 1 2}; do
   # each draw's first three seeds complete first (a table sooner), with the budget choice on held-out D_E; then seeds
   # 3-4 without it: the choice comes from fold policies of training seed 0 and does not depend on the seeds, and

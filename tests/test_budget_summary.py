@@ -110,6 +110,26 @@ def test_the_study_script_runs_the_three_draws(tmp_path):
     assert select and all("--seeds 0 1 2 --splits" in line for line in select)  # seeds 3-4 need no selection run
 
 
+def test_the_study_script_runs_a_dmc_row_at_table_5s_size(tmp_path):
+    """BENCH=dmc:cartpole-swingup: the row's size and D_E count, two folds of one D_E episode each for the budget
+    choice, budgets to 50k, the same two passes; another task is refused with one line."""
+    import subprocess
+    from conftest import ROOT
+    env = {**os.environ, "BENCH": "dmc:cartpole-swingup"}
+    proc = subprocess.run(["bash", "scripts/budget_study.sh", "--dry-run", "--root", str(tmp_path)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    collect = next(line for line in proc.stdout.splitlines() if " collect_data.py " in line)
+    assert "--dmc.episodes 40 --expert-episodes 2" in collect and "/data/dmc_cartpole-swingup_t5study.npz" in collect
+    select = [line for line in proc.stdout.splitlines() if " select_budget.py " in line]
+    assert select and all("--folds 2 " in line and "--budgets 5000 20000 50000 " in line
+                          and "--seeds 0 1 2 --splits" in line for line in select)
+    assert "runs/dmc_cartpole-swingup_t5study/oilca_matched_b50000_s4 " in proc.stdout
+    bad = subprocess.run(["bash", "scripts/budget_study.sh", "--dry-run"], cwd=ROOT, capture_output=True, text=True,
+                         env={**os.environ, "BENCH": "dmc:cheetah-run"}, timeout=60)
+    assert bad.returncode != 0 and bad.stderr.strip().count("\n") == 0 and "BENCH=dmc:cheetah-run" in bad.stderr
+
+
 def test_seeds_keeps_the_summary_on_the_seeds_given(tmp_path):
     """--seeds 0 1 2: a draw's later seed (here seed 3 of BC-exp only) is left out, and --again keeps the choice."""
     folders = [str(tmp_path / f"d{i}") for i in range(2)]
