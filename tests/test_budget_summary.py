@@ -28,6 +28,14 @@ def draw(folder, shift):
     write(folder, "dwbc_sel", [2.0 + shift + 0.1 * s for s in SEEDS], policy_step=10)
 
 
+def late_seed(folder):
+    """A later seed that has landed in one cell only: seed 3 of BC-exp at 100 steps, far above the rest (99)."""
+    extra = {"method": "bc_exp_b100", "seed": 3, "split": "train", "env": "toy", "returns": [99.0, 99.0],
+             "mean_return": 99.0, "policy_step": 100}
+    with open(os.path.join(folder, "bc_exp_b100_s3_train.json"), "w") as f:
+        json.dump(extra, f)
+
+
 def test_summary_over_draws(tmp_path):
     folders = [str(tmp_path / f"d{i}") for i in range(3)]
     for i, f in enumerate(folders):
@@ -135,10 +143,7 @@ def test_seeds_keeps_the_summary_on_the_seeds_given(tmp_path):
     folders = [str(tmp_path / f"d{i}") for i in range(2)]
     for i, f in enumerate(folders):
         draw(f, shift=i)
-    extra = {"method": "bc_exp_b100", "seed": 3, "split": "train", "env": "toy", "returns": [99.0, 99.0],
-             "mean_return": 99.0, "policy_step": 100}
-    with open(os.path.join(folders[0], "bc_exp_b100_s3_train.json"), "w") as f:
-        json.dump(extra, f)
+    late_seed(folders[0])
     cell = lambda s: next(c for c in s["cells"] if (c["family"], c["budget"]) == ("bc_exp", 100))  # noqa: E731
     out_all, out_kept = str(tmp_path / "all.json"), str(tmp_path / "kept.json")
     run("scripts/budget_summary.py", "--results", *folders, "--out", out_all, "--resamples", "300")
@@ -180,10 +185,7 @@ def test_complete_seeds_keeps_each_draw_on_the_seeds_every_cell_has(tmp_path):
     folders = [str(tmp_path / f"d{i}") for i in range(2)]
     for i, f in enumerate(folders):
         draw(f, shift=i)
-    extra = {"method": "bc_exp_b100", "seed": 3, "split": "train", "env": "toy", "returns": [99.0, 99.0],
-             "mean_return": 99.0, "policy_step": 100}
-    with open(os.path.join(folders[1], "bc_exp_b100_s3_train.json"), "w") as f:
-        json.dump(extra, f)
+    late_seed(folders[1])
     out = str(tmp_path / "s.json")
     run("scripts/budget_summary.py", "--results", *folders, "--out", out, "--resamples", "300", "--complete-seeds")
     s = json.loads(open(out).read())
