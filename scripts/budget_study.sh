@@ -13,6 +13,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
+# each draw's first three seeds complete first (a table sooner), with the budget choice on held-out D_E; then seeds
+# 3-4 without it: the choice comes from fold policies of training seed 0 and does not depend on the seeds, and
+# budget_summary.py applies each budget_selection_<family>.json to every seed (a selection run for seeds 0-4 would
+# remake the whole fold tree on a fresh machine, about 7,700 s of job time, to copy files)
+PASSES=("--select-budget-folds 1 --seeds 0 1 2" "--seeds 0 1 2 3 4")
+dry_run() { case " $* " in *" --dry-run "*) return 0 ;; esac; return 1; }  # a dry run lists the jobs only
 if [ "${BENCH:-toy}" != toy ]; then
   case "$BENCH" in
     dmc:cartpole-swingup) size=(--data-episodes 40 "--collect-flags=--expert-episodes 2" --sac-steps 100000 --select-folds 2) ;;
@@ -21,28 +27,24 @@ if [ "${BENCH:-toy}" != toy ]; then
        exit 2 ;;
   esac
   slug=${BENCH/:/_}_t5study
-  for pass in "--select-budget-folds 1 --seeds 0 1 2" "--seeds 0 1 2 3 4"; do
+  for pass in "${PASSES[@]}"; do
     # shellcheck disable=SC2086
     $PY runner.py --benchmark "$BENCH" --tag t5study "${size[@]}" --ratio 1.0 --budgets 5000 20000 50000 \
       --methods bc_exp bc_all dwbc oilca oilca_matched $pass --train-flags="--flush-denormal" --jobs 2 --threads 1 \
       --ledger "$@"
   done
-  case " $* " in *" --dry-run "*) exit 0 ;; esac
+  dry_run "$@" && exit 0
   $PY scripts/budget_summary.py --results "results/$slug" --out "results/${slug}_summary.json" --complete-seeds
   exit 0
 fi
 for d in ${DRAWS:-0 1 2}; do
-  # each draw's first three seeds complete first (a table sooner), with the budget choice on held-out D_E; then seeds
-  # 3-4 without it: the choice comes from fold policies of training seed 0 and does not depend on the seeds, and
-  # budget_summary.py applies each budget_selection_<family>.json to every seed (a selection run for seeds 0-4 would
-  # remake the whole fold tree on a fresh machine, about 7,700 s of job time, to copy files)
-  for pass in "--select-budget-folds 1 --seeds 0 1 2" "--seeds 0 1 2 3 4"; do
+  for pass in "${PASSES[@]}"; do
     # shellcheck disable=SC2086
     $PY runner.py --benchmark toy --tag study --data-seed "$d" --ratio 1.0 --budgets 5000 20000 50000 100000 \
       --methods bc_exp bc_all dwbc oilca oilca_matched --fig5-ratios $pass \
       --train-flags="--flush-denormal" --jobs 2 --threads 1 --ledger "$@"
   done
 done
-case " $* " in *" --dry-run "*) exit 0 ;; esac  # a dry run lists the jobs only
+dry_run "$@" && exit 0
 $PY scripts/budget_summary.py --results results/toy_study results/toy_study_d1 results/toy_study_d2 \
   --out results/toy_study_summary.json --doc docs/budget.md --complete-seeds

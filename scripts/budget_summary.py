@@ -109,8 +109,18 @@ def complete(draw: dict) -> Tuple[dict, List[int], List[int]]:
             sorted(found - common))
 
 
-def seed_text(seeds: List[int]) -> str:
+def seed_text(seeds) -> str:
     return ", ".join(map(str, seeds))
+
+
+def seeds_line(kept: List[dict]) -> str:
+    """The summary's first line under --complete-seeds: each draw's seeds, and those it left out."""
+    def one(k):
+        left = k["left_out"]
+        return f"{k['draw']} {seed_text(k['seeds'])}" + (
+            f" ({'seeds' if len(left) > 1 else 'seed'} {seed_text(left)} in some cells only, not read)" if left else "")
+    return "Per draw, the training seeds every cell of the draw has (`--complete-seeds`): " + "; ".join(
+        map(one, kept)) + "."
 
 
 def over(groups: list, n: int) -> dict:
@@ -295,12 +305,9 @@ def main(args: Args) -> dict:
     s = summarise(draws, labels, args.resamples)
     md = markdown(s)
     if args.seeds is not None:
-        md = f"Training seeds {', '.join(map(str, args.seeds))} of every draw only (`--seeds`).\n\n" + md
+        md = f"Training seeds {seed_text(args.seeds)} of every draw only (`--seeds`).\n\n" + md
     if args.complete_seeds:
-        md = ("Per draw, the training seeds every cell of the draw has (`--complete-seeds`): " + "; ".join(
-            f"{k['draw']} {seed_text(k['seeds'])}" + (f" ({'seeds' if len(k['left_out']) > 1 else 'seed'} "
-                                                      f"{seed_text(k['left_out'])} in some cells only, not read)" if k["left_out"] else "")
-            for k in kept_seeds) + ".\n\n" + md)
+        md = seeds_line(kept_seeds) + "\n\n" + md
         s["seeds_per_draw"] = kept_seeds
     if args.doc:
         report.replace_block(args.doc, "budget-summary", os.path.splitext(os.path.basename(args.out))[0], md)
