@@ -248,7 +248,7 @@ def table_block() -> str:
         budget_folder_row("Budget, cartpole-swingup (Table 5 size), GPU", "results/dmc_cartpole-swingup_t5_gpu",
                           "train"),
         labels_row("Label sources, toy (3 draws of the main data)", "results/toy_main_labels_summary.json"),
-        labels_row("Label sources, toy (label-study data, in progress)", "results/toy_labels_summary.json"),
+        labels_row("Label sources, toy (label-study data, 3 draws)", "results/toy_labels_summary.json"),
     ] + [labels_row(f"Label sources, {task} (Table 5 size, {draws_words(path)})", path) for task, path in LABEL_ROWS
          if os.path.isfile(os.path.join(ROOT, path))]
     lines = ["| benchmark | the paper's order OILCA > DWBC > BC-exp | OILCA's rank | best column | evidence: draws × "
