@@ -7,9 +7,10 @@
 # all three).
 #
 # BENCH=dmc:cartpole-swingup or BENCH=dmc:walker-walk runs the same study on that task's row at Table 5's size
-# (--tag t5study: its data size and D_E count, budgets 5k/20k/50k on the CPU; cartpole-swingup's 2 D_E episodes make
-# its budget choice hold out one of them, --select-folds 2), in the same two passes, then its summary to
-# results/dmc_<task>_t5study_summary.json.
+# (--tag t5study: its data size and D_E count, budgets 5k/20k/50k on the CPU, OILCA's fixed sampler BC-exp at 5,000
+# steps as on the toy and in the Table 5 rows (--steps 5000: the DeepMind Control preset's own is 10,000);
+# cartpole-swingup's 2 D_E episodes make its budget choice hold out one of them, --select-folds 2), in the same two
+# passes, then its summary to results/dmc_<task>_t5study_summary.json and its block in docs/budget.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
@@ -29,12 +30,13 @@ if [ "${BENCH:-toy}" != toy ]; then
   slug=${BENCH/:/_}_t5study
   for pass in "${PASSES[@]}"; do
     # shellcheck disable=SC2086
-    $PY runner.py --benchmark "$BENCH" --tag t5study "${size[@]}" --ratio 1.0 --budgets 5000 20000 50000 \
+    $PY runner.py --benchmark "$BENCH" --tag t5study "${size[@]}" --steps 5000 --ratio 1.0 --budgets 5000 20000 50000 \
       --methods bc_exp bc_all dwbc oilca oilca_matched $pass --train-flags="--flush-denormal" --jobs 2 --threads 1 \
       --ledger "$@"
   done
   dry_run "$@" && exit 0
-  $PY scripts/budget_summary.py --results "results/$slug" --out "results/${slug}_summary.json" --complete-seeds
+  $PY scripts/budget_summary.py --results "results/$slug" --out "results/${slug}_summary.json" --doc docs/budget.md \
+    --complete-seeds
   exit 0
 fi
 for d in ${DRAWS:-0 1 2}; do

@@ -133,6 +133,10 @@ def test_the_study_script_runs_a_dmc_row_at_table_5s_size(tmp_path):
     assert select and all("--folds 2 " in line and "--budgets 5000 20000 50000 " in line
                           and "--seeds 0 1 2 --splits" in line for line in select)
     assert "runs/dmc_cartpole-swingup_t5study/oilca_matched_b50000_s4 " in proc.stdout
+    # OILCA's fixed sampler is BC-exp at 5,000 steps, as on the toy (the DMC preset's default would be 10,000)
+    sampler = next(line for line in proc.stdout.splitlines() if line.split()[1:2] == ["bc_exp_s0"])
+    assert "--total-steps 5000 " in sampler and "bc_exp_s0/policy.pt " in next(
+        line for line in proc.stdout.splitlines() if line.split()[1:2] == ["augment_r1.0_s0"])
     bad = subprocess.run(["bash", "scripts/budget_study.sh", "--dry-run"], cwd=ROOT, capture_output=True, text=True,
                          env={**os.environ, "BENCH": "dmc:cheetah-run"}, timeout=60)
     assert bad.returncode != 0 and bad.stderr.strip().count("\n") == 0 and "BENCH=dmc:cheetah-run" in bad.stderr
