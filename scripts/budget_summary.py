@@ -215,8 +215,9 @@ def markdown(s: dict) -> str:
     row = lambda b: f"{b:,}" if b != "selected" else "chosen on held-out D_E"  # noqa: E731
     lines = [f"Over {len(s['draws'])} data draw(s) ({', '.join(s['draws'])}): each cell is the mean of the draws' "
              f"seed means ± the std of the draw means [95% two-level bootstrap: draws, then seeds within a draw] "
-             f"(N×: the number of draws it rests on; one draw: mean ± s [bootstrap over seeds]). With 3 draws the "
-             f"interval is coarse."]
+             f"(N×: the number of draws it rests on; one draw: mean ± s [bootstrap over seeds]). "
+             + (f"With {len(s['draws'])} draws the interval is coarse." if len(s["draws"]) > 1 else
+                "With one draw every interval is over training seeds only: it says nothing of another data draw.")]
     for split in s["splits"]:
         cells = {(c["family"], c["budget"]): c for c in s["cells"] if c["split"] == split}
         points = [b for b in s["budgets"] + ["selected"] if any(k[1] == b for k in cells)]

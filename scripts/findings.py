@@ -17,8 +17,8 @@ Also fills every inline number of README.md and docs/*.md, `<!--n: FOLDER METHOD
 number that is generated (see `snippet`); and every `<!-- include: FILE -->` … `<!-- /include -->` block with the
 committed markdown table FILE that a script wrote (fidelity.py's, mcc_table.py's).
 Inputs: results/toy, results/toy_paper, the Table 5-size task folders results/{dmc,cw}_<task>_t5 (report.paper_rows),
-results/toy_study_summary.json, results/toy_budget_gpu, results/dmc_cartpole-swingup_t5_gpu,
-results/toy_labels_summary.json, results/toy_main_labels_summary.json, and the control folders results/toy,
+results/toy_study_summary.json, results/dmc_{cartpole-swingup,walker-walk}_t5study_summary.json (where committed),
+results/toy_budget_gpu, results/dmc_cartpole-swingup_t5_gpu, results/toy_labels_summary.json, results/toy_main_labels_summary.json, and the control folders results/toy,
 results/dmc_cartpole-swingup, results/cw_pushing. `report.py --check-docs` checks that every block is up to date.
 """
 
@@ -201,6 +201,9 @@ def budget_folder_row(label: str, folder: str, split: str) -> dict:
 
 
 # the label study's rows on other benchmarks (scripts/label_study.sh with BENCH=...), counted where their summary exists
+# The DeepMind Control rows of the CPU budget study (scripts/budget_study.sh), each once its summary is committed.
+BUDGET_DMC = (("cartpole-swingup", "results/dmc_cartpole-swingup_t5study_summary.json"),
+              ("walker-walk", "results/dmc_walker-walk_t5study_summary.json"))
 LABEL_ROWS = (("cartpole-swingup", "results/dmc_cartpole-swingup_labels_summary.json"),
               ("walker-walk", "results/dmc_walker-walk_labels_summary.json"))
 
@@ -244,6 +247,8 @@ def table_block() -> str:
         paper_table_row("CausalWorld space A, Table 6", 6),
         paper_table_row("CausalWorld space B, Table 2", 2),
         budget_summary_row("Budget study, toy, CPU (largest budget run)", "results/toy_study_summary.json"),
+    ] + [budget_summary_row(f"Budget study, {task} (Table 5 size), CPU (largest budget run)", path)
+         for task, path in BUDGET_DMC if os.path.isfile(os.path.join(ROOT, path))] + [
         budget_folder_row("Budget, toy, GPU, 200k steps", "results/toy_budget_gpu", "train"),
         budget_folder_row("Budget, cartpole-swingup (Table 5 size), GPU", "results/dmc_cartpole-swingup_t5_gpu",
                           "train"),
@@ -312,12 +317,12 @@ def tables_block() -> str:
     return "- " + "\n- ".join(out)
 
 
-def budget_block() -> str:
-    with open(os.path.join(ROOT, "results/toy_study_summary.json")) as f:
+def budget_summary_sentences(label: str, path: str) -> list:
+    with open(os.path.join(ROOT, path)) as f:
         s = json.load(f)
     top = max(s["budgets"])
     gaps = {(g["x"], g["y"], g["split"]): g for g in s["gaps"] if g["budget"] == top}
-    out = [f"CPU budget study (toy, {len(s['draws'])} data draw(s), its largest budget so far {k(top)} steps; "
+    out = [f"CPU budget study ({label}, {len(s['draws'])} data draw(s), its largest budget so far {k(top)} steps; "
            f"paired gaps, in distribution): OILCA − DWBC {ci(gaps[('oilca', 'dwbc', 'train')])}, OILCA − BC-exp "
            f"{ci(gaps[('oilca', 'bc_exp', 'train')])}"]
     if ("oilca_matched", "dwbc", "train") in gaps:  # the authors' procedure: the sampler trained as long as the policy
@@ -328,9 +333,17 @@ def budget_block() -> str:
     sel = {(g["x"], g["y"]): g for g in s["gaps"] if g["budget"] == "selected" and g["split"] == "train"}
     if ("oilca", "dwbc") in sel:
         n_sel = max(g.get("n_groups", 1) for g in sel.values())
-        out.append(f"the same at the budget chosen on held-out D_E ({n_sel} data draw(s) so far): OILCA − DWBC "
+        out.append(f"{label}, the same at the budget chosen on held-out D_E ({n_sel} data draw(s) so far): OILCA − DWBC "
                    f"{ci(sel[('oilca', 'dwbc')])}" + (f", OILCA − BC-exp {ci(sel[('oilca', 'bc_exp')])}"
                                                         if ("oilca", "bc_exp") in sel else ""))
+    return out
+
+
+def budget_block() -> str:
+    out = budget_summary_sentences("toy", "results/toy_study_summary.json")
+    for task, path in BUDGET_DMC:
+        if os.path.isfile(os.path.join(ROOT, path)):
+            out += budget_summary_sentences(f"{task} at Table 5's size", path)
     for folder, label in (("results/toy_budget_gpu", "toy, GPU"),
                           ("results/dmc_cartpole-swingup_t5_gpu", "cartpole-swingup at Table 5's size, GPU")):
         cells, top, study = budget_folder_cells(folder, "train")
