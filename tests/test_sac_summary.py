@@ -33,8 +33,21 @@ def test_table_reads_snapshot_returns_best_step_and_time(tmp_path):
     assert (tmp_path / "t.md").read_text() == text
     lines = text.splitlines()
     assert lines[0].startswith("| task | env steps | return at 10k | return at 30k | best (at step)")
-    assert lines[2] == "| dmc:walker-walk | 30,000 | 20.5 | 250.0 | 300.2 (20k) | 1 min |"
-    assert lines[3] == "| dmc:cheetah-run | 10,000 | 1.0 | — | 1.0 (10k) | 2 min |"
+    assert lines[2] == "| dmc:walker-walk | 30,000 | 20.5 | 250.0 | 300.2 (20k) | 1 min | 500 | 0.6 h |"
+    assert lines[3] == "| dmc:cheetah-run | 10,000 | 1.0 | — | 1.0 (10k) | 2 min | 100 | 2.8 h |"
+
+
+def test_the_median_rate_keeps_a_run_s_quiet_speed_when_a_minority_of_rows_were_slowed(tmp_path):
+    fake_run(tmp_path / "a", "dmc:humanoid-run", {10_000: 1.0}, sps=200.0, total=10_000)
+    csv_path = tmp_path / "a" / "progress.csv"
+    rows = csv_path.read_text().splitlines()
+    for i in (1, 2, 3):  # three of ten rows slowed to 20 steps/s by other work
+        rows[i] = rows[i].rsplit(",", 1)[0] + ",20.0"
+    csv_path.write_text("\n".join(rows) + "\n")
+    s = sac_summary.summarise(str(tmp_path / "a"))
+    assert s["median_sps"] == 200.0
+    assert s["seconds"] == pytest.approx(3 * 1000 / 20.0 + 7 * 1000 / 200.0)
+    assert sac_summary.table([s]).splitlines()[2].endswith("| 200 | 1.4 h |")
 
 
 def test_a_folder_that_is_not_a_run_is_refused_with_one_line(tmp_path):
@@ -43,3 +56,18 @@ def test_a_folder_that_is_not_a_run_is_refused_with_one_line(tmp_path):
                           str(tmp_path / "empty"), "--out", str(tmp_path / "t.md")], capture_output=True, text=True)
     assert out.returncode != 0 and "empty has no progress.csv" in out.stderr and len(out.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "t.md").exists()
+
+
+def test_a_mean_rate_since_the_start_becomes_each_row_s_own_rate(tmp_path):
+    # 1,000 steps at 500/s (2 s), then 1,000 at 100/s (10 s), then 1,000 at 250/s (4 s): written as running means
+    fake_run(tmp_path / "a", "dmc:humanoid-run", {3_000: 1.0}, total=3_000, snapshots=(3_000,))
+    csv_path = tmp_path / "a" / "progress.csv"
+    rows = csv_path.read_text().splitlines()
+    for i, cum in ((1, 1000 / 2), (2, 2000 / 12), (3, 3000 / 16)):
+        rows[i] = rows[i].rsplit(",", 1)[0] + f",{cum}"
+    csv_path.write_text("\n".join(rows) + "\n")
+    assert [r["sps"] for r in sac_summary.per_row_rates(sac_summary.read_rows(str(tmp_path / "a")), window=1000)] \
+        == pytest.approx([500.0, 100.0, 250.0])
+    s = sac_summary.summarise(str(tmp_path / "a"), sps_since_start=True)  # one 10,000-step window: the last row closes it
+    assert s["seconds"] == pytest.approx(16.0) and s["median_sps"] == pytest.approx(3000 / 16)
+    assert sac_summary.summarise(str(tmp_path / "a"))["seconds"] != pytest.approx(16.0)  # read as per-row rates: wrong
