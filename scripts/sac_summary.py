@@ -37,6 +37,9 @@ class Args:
     """train_behavior.py output folders (each with progress.csv and args.json)"""
     out: Optional[str] = None
     """write the table here (.md) instead of stdout"""
+    rate_after: int = 0
+    """the median env steps/s (and the 1M-step cost) over the stretches that end after this env step only: the part
+    of a run that had the machine to itself, when other work shared it before"""
     sps_since_start: bool = False
     """the runs' progress.csv were written before train_behavior.py logged each row's own rate: their sps is the mean
     since the process started (right only for a run that was never resumed), and is turned into per-row rates"""
@@ -63,7 +66,7 @@ def per_row_rates(rows: list, window: int = 10_000) -> list:
     return out
 
 
-def summarise(run: str, sps_since_start: bool = False) -> dict:
+def summarise(run: str, sps_since_start: bool = False, rate_after: int = 0) -> dict:
     """{task, steps, evals: {step: return}, best, best_step, seconds, median_sps, snapshots} of one SAC run."""
     rows = read_rows(run)
     if sps_since_start:
@@ -74,9 +77,10 @@ def summarise(run: str, sps_since_start: bool = False) -> dict:
     rates, seconds, prev = [], 0.0, 0  # prev: the step where the last rated stretch ended
     for r in rows:
         if r.get("sps") and float(r["sps"]) > 0:
-            rates.append(float(r["sps"]))
-            seconds += (int(r["step"]) - prev) / rates[-1]
+            seconds += (int(r["step"]) - prev) / float(r["sps"])
             prev = int(r["step"])
+            if prev > rate_after:
+                rates.append(float(r["sps"]))
     median = statistics.median(rates) if rates else None
     steps = max((int(r["step"]) for r in rows), default=0)
     best_step = max(evals, key=evals.get) if evals else None
@@ -106,7 +110,7 @@ def main(args: Args) -> str:
         for name in ("progress.csv", "args.json"):
             if not os.path.isfile(os.path.join(run, name)):
                 raise SystemExit(f"error: --runs: {run} has no {name} (not a train_behavior.py run?)")
-    text = table([summarise(r, args.sps_since_start) for r in args.runs])
+    text = table([summarise(r, args.sps_since_start, args.rate_after) for r in args.runs])
     if args.out:
         contract.save_text(args.out, text)
     else:

@@ -50,6 +50,19 @@ def test_the_median_rate_keeps_a_run_s_quiet_speed_when_a_minority_of_rows_were_
     assert sac_summary.table([s]).splitlines()[2].endswith("| 200 | 1.4 h |")
 
 
+def test_rate_after_takes_the_median_of_the_quiet_part_only(tmp_path):
+    fake_run(tmp_path / "a", "dmc:humanoid-run", {10_000: 1.0}, sps=200.0, total=10_000)
+    csv_path = tmp_path / "a" / "progress.csv"
+    rows = csv_path.read_text().splitlines()
+    for i in range(1, 7):  # the first six of ten rows shared the machine: 20 steps/s
+        rows[i] = rows[i].rsplit(",", 1)[0] + ",20.0"
+    csv_path.write_text("\n".join(rows) + "\n")
+    whole = sac_summary.summarise(str(tmp_path / "a"))
+    late = sac_summary.summarise(str(tmp_path / "a"), rate_after=6000)
+    assert whole["median_sps"] == 20.0 and late["median_sps"] == 200.0
+    assert late["seconds"] == whole["seconds"] == pytest.approx(6 * 1000 / 20.0 + 4 * 1000 / 200.0)
+
+
 def test_a_folder_that_is_not_a_run_is_refused_with_one_line(tmp_path):
     (tmp_path / "empty").mkdir()
     out = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "sac_summary.py"), "--runs",
