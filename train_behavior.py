@@ -242,8 +242,8 @@ def main(args: Args) -> dict:
                                         "np_rng": rng.bit_generator.state})
 
     s, ep_ret, ep_len, n_updates = env.reset(), 0.0, 0, 0
-    t0, last = time.time(), {}
-    last_row = (start, t0)  # (step, time) of the previous progress row: each row's sps covers its own stretch  # last: the latest losses as tensors, read (.item()) only where they are logged
+    t0, last = time.time(), {}  # last: the latest losses as tensors, read (.item()) only where they are logged
+    last_row = (start, t0)  # (step, time) of the previous progress row: each row's sps covers its own stretch
     prog = Progress("sac", args.total_steps, out_dir=args.out_dir, tensorboard=args.tensorboard, unit="env steps",
                     start=start)
     for old in rows:  # a resumed run: progress.csv starts again with the checkpoint's rows
@@ -297,9 +297,10 @@ def main(args: Args) -> dict:
                 contract.save_policy(os.path.join(args.out_dir, "snapshots", f"step_{step}.pt"), art)
         if row is not None:
             logged = {k: last[k].item() if k in last else "" for k in ("q_loss", "pi_loss", "alpha")}
+            now = time.time()  # sps: env steps/s over this row's stretch (evaluations included)
             rows.append({"step": step, "episode_return": row["episode_return"], "eval_return": row["eval_return"],
-                         **logged, "sps": round((step - last_row[0]) / (time.time() - last_row[1]), 1)})
-            last_row = (step, time.time())  # sps: env steps/s over this row's stretch (evaluations included)
+                         **logged, "sps": round((step - last_row[0]) / (now - last_row[1]), 1)})
+            last_row = (step, now)
             prog.log(rows[-1])  # progress.csv, flushed now
         if not evaluating:  # an evaluation has printed its line
             prog.update(step, losses)

@@ -18,8 +18,9 @@ number that is generated (see `snippet`); and every `<!-- include: FILE -->` …
 committed markdown table FILE that a script wrote (fidelity.py's, mcc_table.py's).
 Inputs: results/toy, results/toy_paper, the Table 5-size task folders results/{dmc,cw}_<task>_t5 (report.paper_rows),
 results/toy_study_summary.json, results/dmc_{cartpole-swingup,walker-walk}_t5study_summary.json (where committed),
-results/toy_budget_gpu, results/dmc_cartpole-swingup_t5_gpu, results/toy_labels_summary.json, results/toy_main_labels_summary.json, and the control folders results/toy,
-results/dmc_cartpole-swingup, results/cw_pushing. `report.py --check-docs` checks that every block is up to date.
+results/toy_budget_gpu, results/dmc_cartpole-swingup_t5_gpu, results/toy_labels_summary.json,
+results/toy_main_labels_summary.json, and the control folders results/toy, results/dmc_cartpole-swingup,
+results/cw_pushing. `report.py --check-docs` checks that every block is up to date.
 """
 
 import glob
@@ -200,12 +201,17 @@ def budget_folder_row(label: str, folder: str, split: str) -> dict:
             "best": name(best), "evidence": evidence(1, [c["n"] for c in cells.values()], [top])}
 
 
-# the label study's rows on other benchmarks (scripts/label_study.sh with BENCH=...), counted where their summary exists
 # The DeepMind Control rows of the CPU budget study (scripts/budget_study.sh), each once its summary is committed.
 BUDGET_DMC = (("cartpole-swingup", "results/dmc_cartpole-swingup_t5study_summary.json"),
               ("walker-walk", "results/dmc_walker-walk_t5study_summary.json"))
+# the label study's rows on other benchmarks (scripts/label_study.sh with BENCH=...), counted where their summary exists
 LABEL_ROWS = (("cartpole-swingup", "results/dmc_cartpole-swingup_labels_summary.json"),
               ("walker-walk", "results/dmc_walker-walk_labels_summary.json"))
+
+
+def committed(rows: tuple) -> list:
+    """The (task, summary path) rows of BUDGET_DMC or LABEL_ROWS whose summary is committed."""
+    return [(task, path) for task, path in rows if os.path.isfile(os.path.join(ROOT, path))]
 
 
 def draws_words(path: str) -> str:
@@ -248,14 +254,14 @@ def table_block() -> str:
         paper_table_row("CausalWorld space B, Table 2", 2),
         budget_summary_row("Budget study, toy, CPU (largest budget run)", "results/toy_study_summary.json"),
     ] + [budget_summary_row(f"Budget study, {task} (Table 5 size), CPU (largest budget run)", path)
-         for task, path in BUDGET_DMC if os.path.isfile(os.path.join(ROOT, path))] + [
+         for task, path in committed(BUDGET_DMC)] + [
         budget_folder_row("Budget, toy, GPU, 200k steps", "results/toy_budget_gpu", "train"),
         budget_folder_row("Budget, cartpole-swingup (Table 5 size), GPU", "results/dmc_cartpole-swingup_t5_gpu",
                           "train"),
         labels_row("Label sources, toy (3 draws of the main data)", "results/toy_main_labels_summary.json"),
         labels_row("Label sources, toy (label-study data, 3 draws)", "results/toy_labels_summary.json"),
-    ] + [labels_row(f"Label sources, {task} (Table 5 size, {draws_words(path)})", path) for task, path in LABEL_ROWS
-         if os.path.isfile(os.path.join(ROOT, path))]
+    ] + [labels_row(f"Label sources, {task} (Table 5 size, {draws_words(path)})", path)
+         for task, path in committed(LABEL_ROWS)]
     lines = ["| benchmark | the paper's order OILCA > DWBC > BC-exp | OILCA's rank | best column | evidence: draws × "
              "seeds × steps |", "|---|---|---|---|---|"]
     for r in rows:
@@ -341,9 +347,8 @@ def budget_summary_sentences(label: str, path: str) -> list:
 
 def budget_block() -> str:
     out = budget_summary_sentences("toy", "results/toy_study_summary.json")
-    for task, path in BUDGET_DMC:
-        if os.path.isfile(os.path.join(ROOT, path)):
-            out += budget_summary_sentences(f"{task} at Table 5's size", path)
+    for task, path in committed(BUDGET_DMC):
+        out += budget_summary_sentences(f"{task} at Table 5's size", path)
     for folder, label in (("results/toy_budget_gpu", "toy, GPU"),
                           ("results/dmc_cartpole-swingup_t5_gpu", "cartpole-swingup at Table 5's size, GPU")):
         cells, top, study = budget_folder_cells(folder, "train")
@@ -357,7 +362,7 @@ def budget_block() -> str:
 def labels_block() -> str:
     out = []
     for path in ("results/toy_main_labels_summary.json", "results/toy_labels_summary.json") + tuple(
-            p for _, p in LABEL_ROWS if os.path.isfile(os.path.join(ROOT, p))):
+            p for _, p in committed(LABEL_ROWS)):
         with open(os.path.join(ROOT, path)) as f:
             s = json.load(f)
         for split in s["splits"]:  # DeepMind Control rows have the training split only

@@ -10,8 +10,9 @@ reads) and, every --eval-every steps and at each snapshot, `eval_return`, the me
 episodes on the clean task) and args.json (the task and the snapshot steps). The time column is the sum of
 each row's env steps / sps: the training time as the run measured it, resumes and evaluations included, start-up
 excluded; on a shared machine it is an upper bound of an idle core's. The median env steps/s is the median over those
-1,000-step rows (10,000-step stretches with --sps-since-start; a run slowed by other work for less than half its rows keeps its quiet rate), and the last column
-is 1,000,000 env steps at that rate: what a 1M-step run would cost, at the same settings, on the same machine.
+1,000-step rows (10,000-step stretches with --sps-since-start; a run slowed by other work for less than half its
+rows keeps its quiet rate), and the last column is 1,000,000 env steps at that rate: what a 1M-step run would cost,
+at the same settings, on the same machine.
 
 Output: the table on stdout (or --out, written atomically). A run folder without progress.csv stops the command with
 one line on stderr naming it.
@@ -76,11 +77,12 @@ def summarise(run: str, sps_since_start: bool = False, rate_after: int = 0) -> d
     evals = {int(r["step"]): float(r["eval_return"]) for r in rows if r.get("eval_return")}
     rates, seconds, prev = [], 0.0, 0  # prev: the step where the last rated stretch ended
     for r in rows:
-        if r.get("sps") and float(r["sps"]) > 0:
-            seconds += (int(r["step"]) - prev) / float(r["sps"])
+        sps = float(r.get("sps") or 0)
+        if sps > 0:
+            seconds += (int(r["step"]) - prev) / sps
             prev = int(r["step"])
             if prev > rate_after:
-                rates.append(float(r["sps"]))
+                rates.append(sps)
     median = statistics.median(rates) if rates else None
     steps = max((int(r["step"]) for r in rows), default=0)
     best_step = max(evals, key=evals.get) if evals else None
