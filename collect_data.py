@@ -26,6 +26,8 @@ Every flag is checked before collecting; while it runs, --out is locked (a secon
 CausalWorld collections are long (hours for towers): every finished batch of `--cw.lockstep` episodes is kept in
 `<out>.parts/` until the dataset is written, so a stopped collection run again with the same arguments (and code)
 runs only the missing batches; `--cw.workers N` runs the batches in N processes. Neither changes a byte.
+DeepMind Control collections likewise share their lockstep batches among `--dmc.workers N` processes (the same bytes;
+not resumable: a stopped one starts again).
 `--uncompressed` stores the arrays uncompressed, for datasets near or above the memory size: every stage then
 memory-maps them (docs/contract.md), and a CausalWorld collection keeps its observations in `<out>.parts/` while it
 runs. The arrays are the same as without it.
@@ -121,8 +123,9 @@ def backend_args(args: Args, backend: str) -> dict:
         arg_dict.pop("expert_episodes")  # datasets made before the flag existed keep their records
     if arg_dict.get("cw", {}).get("expert") == "shipped":
         arg_dict["cw"].pop("expert")  # datasets made before --cw.expert existed keep their records
-    if "cw" in arg_dict:
-        arg_dict["cw"].pop("workers")  # how many processes collected: the bytes do not depend on it
+    for key in ("cw", "dmc"):
+        if key in arg_dict:
+            arg_dict[key].pop("workers")  # how many processes collected: the bytes do not depend on it
     for key in envs.BACKENDS:
         if key != backend:
             arg_dict.pop(key, None)  # gym: has no collection options (its data comes from minari_import.py)
@@ -138,7 +141,8 @@ def check_args(args: Args, backend: str) -> None:
     elif backend == "dmc":
         checks.fields(args.dmc, "--dmc.", episodes=checks.COUNT, n_classes=checks.COUNT, noise_seed=checks.SEED,
                       noise_mean=checks.NON_NEGATIVE, noise_std_low=checks.NON_NEGATIVE,
-                      noise_std_high=checks.Real(max(0.0, args.dmc.noise_std_low)), lockstep=checks.COUNT)
+                      noise_std_high=checks.Real(max(0.0, args.dmc.noise_std_low)), lockstep=checks.COUNT,
+                      workers=checks.COUNT)
     else:
         checks.fields(args.cw, "--cw.", episodes=checks.COUNT, n_classes=checks.COUNT, noise_levels=checks.NON_NEGATIVE,
                       skip_frame=checks.COUNT, episode_len=checks.COUNT, lockstep=checks.COUNT, workers=checks.COUNT)

@@ -62,6 +62,8 @@ class DMCConfig:
     """upper end of the per-dimension perturbation std"""
     lockstep: int = 25
     """episodes stepped together (the policy runs on one batch of observations per step)"""
+    workers: int = 1
+    """processes that collect, each stepping whole lockstep batches (the same bytes for any number; not recorded)"""
 
 
 def split_name(name: str) -> Tuple[str, str]:
@@ -199,51 +201,120 @@ def run_episodes(name: str, policies: Sequence[Optional[Callable]], table: dict,
 
 
 def _run_episodes(name, policies, table, ep_classes, ep_policies, task_seeds, seed, lockstep, record) -> dict:
-    E, T = len(ep_classes), EPISODE_LEN
-    mu, sd = np.asarray(table["mean"]), np.asarray(table["std"])
+    E = len(ep_classes)
     envs = [load_env(name, 0) for _ in range(min(lockstep, E))]
-    spec = envs[0].action_spec()
-    low, high = spec.minimum, spec.maximum
-    obs_dim, A = sum(n for _, n in obs_layout(envs[0])), int(spec.shape[0])
-    out = {"returns": np.zeros(E)}
+    out = _empty_out(E, envs[0], record)
     prog = Progress(f"collect dmc:{name}", total=E, unit="episodes") if record else None  # evaluation stays quiet
-    if record:
-        out.update(obs=np.zeros((E, T + 1, obs_dim), np.float32), act=np.zeros((E, T, A), np.float32),
-                   rew=np.zeros((E, T), np.float32), eps=np.zeros((E, T, A), np.float32))
     for start in range(0, E, lockstep):
         idx = np.arange(start, min(start + lockstep, E))
-        rngs = [np.random.default_rng([seed, int(i)]) for i in idx]
-        s = np.zeros((len(idx), obs_dim))
-        for j, i in enumerate(idx):
-            envs[j].task.random.seed(int(task_seeds[i]))
-            s[j] = flatten(envs[j].reset().observation)
-        for t in range(T):
-            a = np.zeros((len(idx), A))
-            for p, policy in enumerate(policies):
-                rows = np.flatnonzero(ep_policies[idx] == p)
-                if len(rows) and policy is None:
-                    a[rows] = np.array([rngs[j].uniform(low, high) for j in rows])
-                elif len(rows) and getattr(policy, "needs_env", False):  # the scripted expert reads the env's model
-                    a[rows] = policy.act([envs[j] for j in rows], s[rows], t)
-                    if policy.noise_std > 0:
-                        a[rows] += policy.noise_std * np.array([rngs[j].normal(size=A) for j in rows])
-                elif len(rows):
-                    a[rows] = policy(s[rows])
-            a = np.clip(a, low, high)
-            c = ep_classes[idx]
-            eps = mu[c] + sd[c] * np.array([r.normal(size=A) for r in rngs])
-            if record:
-                out["obs"][idx, t], out["act"][idx, t], out["eps"][idx, t] = s, a, eps
-            for j in range(len(idx)):
-                ts = envs[j].step(np.clip(a[j] + eps[j], low, high))
-                s[j] = flatten(ts.observation)
-                out["returns"][idx[j]] += ts.reward or 0.0
-                if record:
-                    out["rew"][idx[j], t] = ts.reward or 0.0
+        _store(out, idx, _run_chunk(envs, policies, table, idx, ep_classes, ep_policies, task_seeds, seed,
+                                    EPISODE_LEN, record))
         if record:
-            out["obs"][idx, T] = s
             done = idx[-1] + 1
-            prog.update(done, lambda: {"env_steps_per_s": prog.rate(done) * T})
+            prog.update(done, lambda: {"env_steps_per_s": prog.rate(done) * EPISODE_LEN})
+    return out
+
+
+def _empty_out(E: int, env, record: bool) -> dict:
+    obs_dim, A = sum(n for _, n in obs_layout(env)), int(env.action_spec().shape[0])
+    out = {"returns": np.zeros(E)}
+    if record:
+        T = EPISODE_LEN
+        out.update(obs=np.zeros((E, T + 1, obs_dim), np.float32), act=np.zeros((E, T, A), np.float32),
+                   rew=np.zeros((E, T), np.float32), eps=np.zeros((E, T, A), np.float32))
+    return out
+
+
+def _store(out: dict, idx: np.ndarray, chunk: dict) -> None:
+    for k, v in chunk.items():
+        out[k][idx] = v
+
+
+def _run_chunk(envs, policies, table, idx, ep_classes, ep_policies, task_seeds, seed, T, record) -> dict:
+    """Episodes `idx` (one lockstep batch, global episode indices) on envs[:len(idx)]: their returns and, with
+    `record`, their transitions. What an episode does depends only on its index, not on the batch's other
+    episodes or on which process runs it (the batch is the same in every process: the policies see the same rows)."""
+    mu, sd = np.asarray(table["mean"]), np.asarray(table["std"])
+    spec = envs[0].action_spec()
+    low, high = spec.minimum, spec.maximum
+    obs_dim, A, n = sum(n for _, n in obs_layout(envs[0])), int(spec.shape[0]), len(idx)
+    out = {"returns": np.zeros(n)}
+    if record:
+        out.update(obs=np.zeros((n, T + 1, obs_dim), np.float32), act=np.zeros((n, T, A), np.float32),
+                   rew=np.zeros((n, T), np.float32), eps=np.zeros((n, T, A), np.float32))
+    rngs = [np.random.default_rng([seed, int(i)]) for i in idx]
+    s = np.zeros((n, obs_dim))
+    for j, i in enumerate(idx):
+        envs[j].task.random.seed(int(task_seeds[i]))
+        s[j] = flatten(envs[j].reset().observation)
+    for t in range(T):
+        a = np.zeros((n, A))
+        for p, policy in enumerate(policies):
+            rows = np.flatnonzero(ep_policies[idx] == p)
+            if len(rows) and policy is None:
+                a[rows] = np.array([rngs[j].uniform(low, high) for j in rows])
+            elif len(rows) and getattr(policy, "needs_env", False):  # the scripted expert reads the env's model
+                a[rows] = policy.act([envs[j] for j in rows], s[rows], t)
+                if policy.noise_std > 0:
+                    a[rows] += policy.noise_std * np.array([rngs[j].normal(size=A) for j in rows])
+            elif len(rows):
+                a[rows] = policy(s[rows])
+        a = np.clip(a, low, high)
+        c = ep_classes[idx]
+        eps = mu[c] + sd[c] * np.array([r.normal(size=A) for r in rngs])
+        if record:
+            out["obs"][:, t], out["act"][:, t], out["eps"][:, t] = s, a, eps
+        for j in range(n):
+            ts = envs[j].step(np.clip(a[j] + eps[j], low, high))
+            s[j] = flatten(ts.observation)
+            out["returns"][j] += ts.reward or 0.0
+            if record:
+                out["rew"][j, t] = ts.reward or 0.0
+    if record:
+        out["obs"][:, T] = s
+    return out
+
+
+# ------------------------------------------------------------------------- collection in several processes
+_WORKER: dict = {}
+
+
+def _worker_start(cfg: "DMCConfig", name: str, table: dict, ep_classes, ep_policies, task_seeds, seed: int) -> None:
+    """A collection worker: its own envs and behaviour policies, rebuilt from the arguments as the parent builds
+    them, kept for every batch it runs."""
+    import torch
+
+    torch.set_num_threads(1)  # one thread per worker: the workers are the parallelism
+    envs = [load_env(name, 0) for _ in range(min(cfg.lockstep, len(ep_classes)))]
+    obs_dim, A = sum(n for _, n in obs_layout(envs[0])), int(envs[0].action_spec().shape[0])
+    _WORKER.update(envs=envs, policies=load_behaviors(cfg, obs_dim, A, f"dmc:{name}")[1], table=table,
+                   ep_classes=ep_classes, ep_policies=ep_policies, task_seeds=task_seeds, seed=seed)
+
+
+def _worker_chunk(job: tuple) -> Tuple[np.ndarray, dict]:
+    idx, T = job
+    w = _WORKER
+    return idx, _run_chunk(w["envs"], w["policies"], w["table"], idx, w["ep_classes"], w["ep_policies"],
+                           w["task_seeds"], w["seed"], T, record=True)
+
+
+def _collect_parallel(cfg: "DMCConfig", name: str, table: dict, ep_classes, ep_policies, task_seeds, seed) -> dict:
+    """run_episodes(record=True) with the lockstep batches shared among cfg.workers processes (fresh interpreters):
+    the same arrays, byte for byte, as one process makes."""
+    import multiprocessing
+
+    E = len(ep_classes)
+    out = _empty_out(E, load_env(name, 0), record=True)
+    jobs = [(np.arange(b, min(b + cfg.lockstep, E)), EPISODE_LEN) for b in range(0, E, cfg.lockstep)]
+    prog = Progress(f"collect dmc:{name}", total=E, unit="episodes")
+    count = 0
+    ctx = multiprocessing.get_context("spawn")  # no torch or MuJoCo state is forked
+    with ctx.Pool(min(cfg.workers, len(jobs)), _worker_start,
+                  (cfg, name, table, ep_classes, ep_policies, task_seeds, seed)) as pool:
+        for idx, chunk in pool.imap_unordered(_worker_chunk, jobs):
+            _store(out, idx, chunk)
+            count += len(idx)
+            prog.update(count, lambda: {"env_steps_per_s": prog.rate(count) * EPISODE_LEN})
     return out
 
 
@@ -253,8 +324,8 @@ def collect(cfg: DMCConfig, name: str, seed: int) -> dict:
     env = load_env(name, 0)
     layout, spec = obs_layout(env), env.action_spec()
     obs_dim, A = sum(n for _, n in layout), int(spec.shape[0])
-    if cfg.episodes < 1 or cfg.n_classes < 1 or cfg.lockstep < 1:
-        raise ValueError("need --dmc.episodes >= 1, --dmc.n-classes >= 1 and --dmc.lockstep >= 1")
+    if cfg.episodes < 1 or cfg.n_classes < 1 or cfg.lockstep < 1 or cfg.workers < 1:
+        raise ValueError("need --dmc.episodes, --dmc.n-classes, --dmc.lockstep and --dmc.workers >= 1")
     behaviors, policies = load_behaviors(cfg, obs_dim, A, env_id)
     table = noise_table(A, cfg.n_classes, cfg.noise_seed, cfg.noise_mean, cfg.noise_std_low, cfg.noise_std_high)
     rng = np.random.default_rng(seed)  # only for the D_E draw in collect_data.py
@@ -262,7 +333,10 @@ def collect(cfg: DMCConfig, name: str, seed: int) -> dict:
     ep_classes = np.arange(E) % cfg.n_classes
     ep_policies = (np.arange(E) // cfg.n_classes) % len(policies)
     task_seeds = (seed * 1_000_003 + np.arange(E)) % 2**32
-    out = run_episodes(name, policies, table, ep_classes, ep_policies, task_seeds, seed, cfg.lockstep, record=True)
+    if cfg.workers > 1 and E > cfg.lockstep:
+        out = _collect_parallel(cfg, name, table, ep_classes, ep_policies, task_seeds, seed)
+    else:
+        out = run_episodes(name, policies, table, ep_classes, ep_policies, task_seeds, seed, cfg.lockstep, record=True)
     obs, nxt = out["obs"][:, :-1], out["obs"][:, 1:]
     returns = out["rew"].astype(np.float64).sum(1)
     timeouts = np.zeros((E, T), bool)

@@ -52,7 +52,10 @@ SETTINGS = dict(
 
 def direction(th):
     """Unit vector (x, z) of a link at cumulative angle th (0 points up, positive turns towards -x)."""
-    return np.stack([-np.sin(th), np.cos(th)], -1)
+    out = np.empty(np.shape(th) + (2,))
+    out[..., 0] = -np.sin(th)
+    out[..., 1] = np.cos(th)
+    return out
 
 
 def wrap(a):
@@ -85,21 +88,28 @@ def clearance(Q, cup):
     return np.linalg.norm(link_points(Q) - cup, axis=-1).min(-1)
 
 
+_PATH_S = np.linspace(0, 1, 9)[1:, None]  # the points of a straight joint-space path where clearance is checked
+
+
 def path_clearance(q_now, q_to, cup):
-    s = np.linspace(0, 1, 9)[1:, None]
-    return float(clearance(q_now + s * joint_diff(q_to, q_now), cup).min())
+    """The least clearance from the cup along the straight joint-space path from q_now to each q_to [..., 4]."""
+    dq = joint_diff(q_to, q_now)[..., None, :]  # [..., 1, 4]
+    return clearance(q_now + _PATH_S * dq, cup).min(-1)
 
 
-def ik(target, phi, q_now, cup, P) -> Optional[np.ndarray]:
+# the shoulder-bend grid of ik(): root-to-elbow is one rigid segment of length _SEG at angle _ALPHA per bend
+_SEG = np.linalg.norm(np.stack([-L2 * np.sin(SHOULDER_GRID), L1 + L2 * np.cos(SHOULDER_GRID)], -1), axis=-1)
+_ALPHA = np.arctan2(L2 * np.sin(SHOULDER_GRID), L1 + L2 * np.cos(SHOULDER_GRID))
+
+
+def ik(target, phi, q_now, cup, P, rank: bool = True) -> Optional[np.ndarray]:
     """Joint angles [N, 4] that put the grasp site at `target` with the hand at cumulative angle `phi`, best first
-    (cost: closeness to the cup, motion from q_now, folding, the arm near the floor), or None where none reaches."""
+    (cost: closeness to the cup, motion from q_now, folding, the arm near the floor), or None where none reaches.
+    rank=False: the candidates unsorted (enough to ask whether any reaches)."""
     wrist = target - LG * direction(phi)
     u = wrist - BASE
     D = np.linalg.norm(u)
-    q1 = SHOULDER_GRID  # the shoulder bend; root-to-elbow is then one rigid segment of length a at angle alpha
-    v = np.stack([-L2 * np.sin(q1), L1 + L2 * np.cos(q1)], -1)
-    a = np.linalg.norm(v, axis=-1)
-    alpha = np.arctan2(L2 * np.sin(q1), L1 + L2 * np.cos(q1))
+    q1, a, alpha = SHOULDER_GRID, _SEG, _ALPHA  # the shoulder bend; root-to-elbow length and angle
     cos_b = (a ** 2 + D ** 2 - L3 ** 2) / (2 * a * max(D, 1e-6))
     ok = np.abs(cos_b) <= 1
     beta = np.arccos(np.clip(cos_b, -1, 1))
@@ -127,6 +137,8 @@ def ik(target, phi, q_now, cup, P) -> Optional[np.ndarray]:
     Q = Q[keep]
     if not len(Q):
         return None
+    if not rank:
+        return Q
     mids = link_points(Q)
     near = np.linalg.norm(mids - cup, axis=-1)
     cost = P["w_cup"] * np.sum(np.maximum(0, P["r_safe"] - near) ** 2, 1) \
@@ -220,7 +232,7 @@ class ManipulatorExpert:
         grip, phi, v_ff = -1.0, np.pi, np.zeros(2)
 
         def reach(p, hand=np.pi):
-            return ik(grasp_site + (p - ball), hand, q[:4], cup, P) is not None
+            return ik(grasp_site + (p - ball), hand, q[:4], cup, P, rank=False) is not None
 
         if dist < P["held"] and closed:
             ep.mode, grip = "carry", 1.0
@@ -280,7 +292,7 @@ class ManipulatorExpert:
 
         def pick(Qs):
             top = Qs[:P["topk"]]
-            clear = np.array([path_clearance(q[:4], c, cup) for c in top])
+            clear = path_clearance(q[:4], top, cup)
             ok = np.flatnonzero(clear > r_path)
             return (top[ok[0]], True) if len(ok) else (top[np.argmax(clear)], False)
 
@@ -299,7 +311,7 @@ class ManipulatorExpert:
         qd_want = np.zeros(4)
         if np.any(v_ff):  # follow a rolling ball: its velocity through the Jacobian's damped pseudo-inverse
             eps = 1e-4
-            J = np.stack([(fk(q[:4] + eps * np.eye(4)[i])[3] - grasp_site) / eps for i in range(4)], 1)
+            J = np.ascontiguousarray(((fk(q[:4] + eps * np.eye(4))[:, 3] - grasp_site) / eps).T)  # as np.stack(…, 1)
             qd_want = J.T @ np.linalg.solve(J @ J.T + 1e-3 * np.eye(2), v_ff)
         M, bias = self.dyn(q, qd)
         tau = M @ (P["kp"] * e + P["kd"] * (qd_want - qd[:4])) + bias \

@@ -1,12 +1,14 @@
 """Benchmark (not a test): dataset collection throughput next to the raw env step rate, measured in the same run.
 
     .venv/bin/python scripts/benchmark_collect.py --env dmc:walker-stand --snapshot runs/dmc/sac_walker-stand/snapshots/step_200000.pt
+    .venv/bin/python scripts/benchmark_collect.py --env dmc:manipulator-insert_ball --scripted --workers 1 2
 
 raw:        one env, uniform-random actions, a bare `env.step` loop (resets included), one process; measured
             before and after the collection and averaged, so that a change of machine load hits both sides alike.
 collection: collect_data.py's main() end to end (env construction, behaviour policy on batched observations,
-            perturbations, recording, validation and the atomic .npz write), one process, one torch thread.
-The ratio is collection / raw; the target for DeepMind Control is >= 50%.
+            perturbations, recording, validation and the atomic .npz write), one torch thread per process; once per
+            --workers value (--dmc.workers), in the order given, and the files compared byte for byte.
+The ratio is collection / raw; the target for DeepMind Control is >= 50% (one process).
 """
 
 import os
@@ -14,7 +16,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, Tuple
 
 import numpy as np
 
@@ -39,6 +41,11 @@ class Args:
     """episodes stepped together (--dmc.lockstep)"""
     raw_steps: int = 20_000
     """env steps of the raw-rate loop"""
+    scripted: bool = False
+    """behaviour: the scripted expert and its noisy copies plus random actions, as the manipulator-insert_ball row
+    collects (--dmc.scripted-noise 0 0.25 0.5 1.0 --dmc.random-policy)"""
+    workers: Tuple[int, ...] = (1,)
+    """collect once per value with that many processes (--dmc.workers)"""
 
 
 def raw_rate(name: str, steps: int) -> float:
@@ -57,17 +64,37 @@ def main(args: Args) -> dict:
     backend, name = envs.parse_env_id(args.env)
     if backend != "dmc":
         raise SystemExit("error: this benchmark covers dmc:<domain>-<task> envs")
+    if args.scripted and args.snapshot:
+        raise SystemExit("error: --scripted and --snapshot are two behaviour sources: give one")
+    if not args.workers or min(args.workers) < 1:
+        raise SystemExit("error: --workers must list process counts >= 1")
     raw_before = raw_rate(name, args.raw_steps)
-    cfg = dmc_env.DMCConfig(snapshots=(args.snapshot,) if args.snapshot else (), random_policy=not args.snapshot,
-                            episodes=args.episodes, lockstep=args.lockstep)
+    source = dict(snapshots=(args.snapshot,) if args.snapshot else (), random_policy=not args.snapshot)
+    if args.scripted:
+        source = dict(scripted_noise=(0.0, 0.25, 0.5, 1.0), random_policy=True)
+    kind = "scripted sources + random" if args.scripted else "snapshot policy" if args.snapshot else "random policy"
+    rates, files = {}, []
     with tempfile.TemporaryDirectory() as tmp:
-        res = collect_data.main(collect_data.Args(env=args.env, out=os.path.join(tmp, "d.npz"), dmc=cfg))
+        for w in args.workers:
+            cfg = dmc_env.DMCConfig(**source, episodes=args.episodes, lockstep=args.lockstep, workers=w)
+            out = os.path.join(tmp, f"d_w{w}_{len(files)}.npz")
+            res = collect_data.main(collect_data.Args(env=args.env, out=out, dmc=cfg))
+            rates[w] = res["n_transitions"] / res["seconds"]
+            with open(out, "rb") as f:
+                files.append(f.read())
+            print(f"[benchmark] {w} worker(s): {res['n_transitions']} steps in {res['seconds']:.1f} s", flush=True)
     raw = (raw_before + raw_rate(name, args.raw_steps)) / 2
-    rate = res["n_transitions"] / res["seconds"]
-    print(f"\n{args.env}: raw env {raw:.0f} steps/s | collection {rate:.0f} steps/s "
-          f"({res['n_transitions']} steps in {res['seconds']:.1f} s, lockstep {args.lockstep}, "
-          f"{'snapshot policy' if args.snapshot else 'random policy'}) = {100 * rate / raw:.0f}% of raw")
-    return {"raw_steps_per_s": raw, "collect_steps_per_s": rate, "ratio": rate / raw}
+    same = all(f == files[0] for f in files)
+    print(f"\n{args.env}: raw env {raw:.0f} steps/s (one process) | lockstep {args.lockstep}, {kind}, "
+          f"{args.episodes} episodes")
+    for w, rate in rates.items():
+        print(f"  collection, {w} worker(s): {rate:.0f} steps/s = {100 * rate / raw:.0f}% of raw, "
+              f"{rate / rates[args.workers[0]]:.2f}x the first")
+    if len(files) > 1:
+        print(f"  files byte for byte the same: {'yes' if same else 'NO'}")
+    first = rates[args.workers[0]]
+    return {"raw_steps_per_s": raw, "collect_steps_per_s": first, "ratio": first / raw,
+            "by_workers": rates, "same_bytes": same}
 
 
 if __name__ == "__main__":

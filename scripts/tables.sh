@@ -12,7 +12,7 @@
 # Knobs: TASKS (a subset, e.g. TASKS="cheetah-run walker-walk" bash scripts/tables.sh dmc); CS, table7's feature sets
 # (a subset of 1 2 4 5, e.g. TASKS=pushing CS=5 bash scripts/tables.sh table7); CW_WORKERS, processes per CausalWorld
 # collection (--cw.workers; the same data, but the flag is part of the collection's command, so a finished row run
-# again with another value collects again).
+# again with another value collects again); DMC_WORKERS, likewise for a DeepMind Control collection (--dmc.workers).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 which=${1:-all}; shift || true
@@ -46,7 +46,8 @@ report() {  # the tables of docs/tables.md from whatever results exist
 declare -A DMC_SOURCE=([manipulator-insert_ball]="--dmc.scripted-noise 0 0.25 0.5 1.0 --dmc.random-policy")
 if [ "$which" != cw ] && [ "$which" != table7 ]; then for t in ${TASKS:-$DMC}; do
   [[ " $DMC " == *" $t "* ]] || continue
-  extra=(); [ -z "${DMC_SOURCE[$t]:-}" ] || extra+=(--collect-flags="${DMC_SOURCE[$t]}")
+  flags="${DMC_SOURCE[$t]:-}${DMC_WORKERS:+ --dmc.workers $DMC_WORKERS}"
+  extra=(); [ -z "$flags" ] || extra+=(--collect-flags="${flags# }")
   run "dmc:$t" "${extra[@]}" "$@"
 done; fi
 # CausalWorld tasks without a shipped expert: the scripted pick-and-place source (docs/causalworld.md); stacked_blocks

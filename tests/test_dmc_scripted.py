@@ -96,6 +96,29 @@ def test_scripted_collection_records_its_behaviours_and_replays(scripted_dataset
         np.testing.assert_array_equal(again[key], data[key])
 
 
+def test_collection_in_workers_gives_the_same_bytes(tmp_path, monkeypatch):
+    """--dmc.workers 2 shares the lockstep batches between two processes: the file is the single-process one, byte
+    for byte (the worker count is not recorded); a count below 1 is a one-line error that writes nothing. 60-step
+    episodes: the episode length travels to the workers with each batch."""
+    import collect_data
+
+    monkeypatch.setattr(dmc_env, "EPISODE_LEN", 60)
+    paths = []
+    for workers in (1, 2):
+        out = str(tmp_path / f"w{workers}.npz")
+        collect_data.main(collect_data.Args(env=f"dmc:{TASK}", out=out, seed=3, dmc=dmc_env.DMCConfig(
+            scripted_noise=(0.0, 0.5), random_policy=True, episodes=7, lockstep=2, workers=workers)))
+        paths.append(out)
+    one, two = (open(p, "rb").read() for p in paths)
+    assert one == two
+    data = envs.load_dataset(paths[0])
+    assert data["observations"].shape[0] == 7 * 60 and len(set(data["policy_ids"].tolist())) == 3
+    assert "workers" not in data["metadata"]["collect_args"]["dmc"]
+    bad = tmp_path / "bad.npz"
+    p = run("collect_data.py", "--env", f"dmc:{TASK}", "--out", str(bad), "--dmc.workers", "0", ok=False)
+    assert one_line_error(p, "--dmc.workers") and not bad.exists()
+
+
 def test_the_reference_expert_of_a_scripted_dataset_is_the_script(scripted_dataset, tmp_path):
     """The expert reference of a scripted dataset (evaluate.py --reference expert, augment.py's expert rows) is the
     scripted expert, though no snapshot is recorded."""
