@@ -96,12 +96,13 @@ def test_collected_transitions_replay_exactly(dmc_dataset):
 
 
 def test_collection_is_repeatable(dmc_dataset, tmp_path):
-    """Same arguments: the same file byte for byte. (--dmc.lockstep is part of the arguments: the batch size of
+    """Same arguments: the same file byte for byte, here collected by two processes (--dmc.workers 2, each running
+    whole lockstep batches; not a data argument). (--dmc.lockstep is part of the arguments: the batch size of
     the policy's matmul changes float rounding, which a 1000-step chaotic rollout amplifies.)"""
     path, snaps, _ = dmc_dataset
     args = ["collect_data.py", "--env", f"dmc:{TASK}", "--seed", "3", "--dmc.snapshots", *snaps,
             "--dmc.random-policy", "--dmc.episodes", "3"]
-    run(*args, "--out", str(tmp_path / "same.npz"), "--dmc.lockstep", "2")
+    run(*args, "--out", str(tmp_path / "same.npz"), "--dmc.lockstep", "2", "--dmc.workers", "2")
     digest = [hashlib.sha256(open(p, "rb").read()).hexdigest() for p in (path, str(tmp_path / "same.npz"))]
     assert digest[0] == digest[1]
 
@@ -112,6 +113,17 @@ def test_collection_prints_progress(dmc_dataset):
     lines = [ln for ln in dmc_dataset[2].splitlines() if ln.startswith(f"[collect dmc:{TASK}] ")]
     assert lines and lines[-1].startswith(f"[collect dmc:{TASK}] step 3/3 (100%)  ") and "episodes/s  ETA 0s" in lines[-1]
     assert float(lines[-1].split("env_steps_per_s ")[1]) > 0
+
+
+def test_collection_benchmark_smoke():
+    """scripts/benchmark_collect.py with one and two workers on two random-policy episodes: both rates printed side by
+    side and the two files compared byte for byte."""
+    proc = run("scripts/benchmark_collect.py", "--env", f"dmc:{TASK}", "--episodes", "2", "--lockstep", "1",
+               "--raw-steps", "200", "--workers", "1", "2")
+    assert "collection, 1 worker(s): " in proc.stdout and "collection, 2 worker(s): " in proc.stdout, proc.stdout
+    assert "files byte for byte the same: yes" in proc.stdout
+    bad = run("scripts/benchmark_collect.py", "--env", f"dmc:{TASK}", "--workers", "0", ok=False)
+    assert one_line_error(bad, "--workers")
 
 
 def test_missing_snapshot_and_bad_task_are_one_line_errors(tmp_path):
