@@ -203,7 +203,7 @@ def run_episodes(name: str, policies: Sequence[Optional[Callable]], table: dict,
 def _run_episodes(name, policies, table, ep_classes, ep_policies, task_seeds, seed, lockstep, record) -> dict:
     E = len(ep_classes)
     envs = [load_env(name, 0) for _ in range(min(lockstep, E))]
-    out = _empty_out(E, envs[0], record)
+    out = _empty_out(E, EPISODE_LEN, envs[0], record)
     prog = Progress(f"collect dmc:{name}", total=E, unit="episodes") if record else None  # evaluation stays quiet
     for start in range(0, E, lockstep):
         idx = np.arange(start, min(start + lockstep, E))
@@ -215,11 +215,11 @@ def _run_episodes(name, policies, table, ep_classes, ep_policies, task_seeds, se
     return out
 
 
-def _empty_out(E: int, env, record: bool) -> dict:
+def _empty_out(E: int, T: int, env, record: bool) -> dict:
+    """Zeroed arrays for E episodes of T steps: returns and, with `record`, obs [E, T+1], act, rew and eps."""
     obs_dim, A = sum(n for _, n in obs_layout(env)), int(env.action_spec().shape[0])
     out = {"returns": np.zeros(E)}
     if record:
-        T = EPISODE_LEN
         out.update(obs=np.zeros((E, T + 1, obs_dim), np.float32), act=np.zeros((E, T, A), np.float32),
                    rew=np.zeros((E, T), np.float32), eps=np.zeros((E, T, A), np.float32))
     return out
@@ -237,11 +237,9 @@ def _run_chunk(envs, policies, table, idx, ep_classes, ep_policies, task_seeds, 
     mu, sd = np.asarray(table["mean"]), np.asarray(table["std"])
     spec = envs[0].action_spec()
     low, high = spec.minimum, spec.maximum
-    obs_dim, A, n = sum(n for _, n in obs_layout(envs[0])), int(spec.shape[0]), len(idx)
-    out = {"returns": np.zeros(n)}
-    if record:
-        out.update(obs=np.zeros((n, T + 1, obs_dim), np.float32), act=np.zeros((n, T, A), np.float32),
-                   rew=np.zeros((n, T), np.float32), eps=np.zeros((n, T, A), np.float32))
+    n = len(idx)
+    out = _empty_out(n, T, envs[0], record)
+    obs_dim, A = sum(k for _, k in obs_layout(envs[0])), int(spec.shape[0])
     rngs = [np.random.default_rng([seed, int(i)]) for i in idx]
     s = np.zeros((n, obs_dim))
     for j, i in enumerate(idx):
@@ -304,7 +302,7 @@ def _collect_parallel(cfg: "DMCConfig", name: str, table: dict, ep_classes, ep_p
     import multiprocessing
 
     E = len(ep_classes)
-    out = _empty_out(E, load_env(name, 0), record=True)
+    out = _empty_out(E, EPISODE_LEN, load_env(name, 0), record=True)
     jobs = [(np.arange(b, min(b + cfg.lockstep, E)), EPISODE_LEN) for b in range(0, E, cfg.lockstep)]
     prog = Progress(f"collect dmc:{name}", total=E, unit="episodes")
     count = 0

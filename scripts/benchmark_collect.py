@@ -73,13 +73,13 @@ def main(args: Args) -> dict:
     if args.scripted:
         source = dict(scripted_noise=(0.0, 0.25, 0.5, 1.0), random_policy=True)
     kind = "scripted sources + random" if args.scripted else "snapshot policy" if args.snapshot else "random policy"
-    rates, files = {}, []
+    rates, files = [], []  # (workers, steps/s) in the order run: a count given twice is measured twice
     with tempfile.TemporaryDirectory() as tmp:
         for w in args.workers:
             cfg = dmc_env.DMCConfig(**source, episodes=args.episodes, lockstep=args.lockstep, workers=w)
             out = os.path.join(tmp, f"d_w{w}_{len(files)}.npz")
             res = collect_data.main(collect_data.Args(env=args.env, out=out, dmc=cfg))
-            rates[w] = res["n_transitions"] / res["seconds"]
+            rates.append((w, res["n_transitions"] / res["seconds"]))
             with open(out, "rb") as f:
                 files.append(f.read())
             print(f"[benchmark] {w} worker(s): {res['n_transitions']} steps in {res['seconds']:.1f} s", flush=True)
@@ -87,12 +87,12 @@ def main(args: Args) -> dict:
     same = all(f == files[0] for f in files)
     print(f"\n{args.env}: raw env {raw:.0f} steps/s (one process) | lockstep {args.lockstep}, {kind}, "
           f"{args.episodes} episodes")
-    for w, rate in rates.items():
+    first = rates[0][1]
+    for w, rate in rates:
         print(f"  collection, {w} worker(s): {rate:.0f} steps/s = {100 * rate / raw:.0f}% of raw, "
-              f"{rate / rates[args.workers[0]]:.2f}x the first")
+              f"{rate / first:.2f}x the first")
     if len(files) > 1:
         print(f"  files byte for byte the same: {'yes' if same else 'NO'}")
-    first = rates[args.workers[0]]
     return {"raw_steps_per_s": raw, "collect_steps_per_s": first, "ratio": first / raw,
             "by_workers": rates, "same_bytes": same}
 
