@@ -10,13 +10,15 @@ copies `<family>_sel`) and writes, per split:
     and per draw (mean [95% bootstrap over the draw's seeds]), the draws' tables side by side;
   * the paired gaps OILCA − DWBC, OILCA − BC-exp (plain OILCA: sampler at --steps; OILCA, matched sampler), paired by
     seed within each draw, over draws the same way, and per draw (mean ± s [95% bootstrap over seeds]);
-  * the ordering of the families at the largest budget and at the chosen one, per draw and over draws, and whether
+  * the ordering of the families at the largest budget and at the chosen one, per draw and over draws (over draws:
+    the families every draw has; one that some draw lacks is named and ranked in the draws that have it), and whether
     the paper's ordering OILCA > DWBC > BC-exp holds (both gaps' intervals above 0);
   * how often the chosen budget's return lies within the interval of the best fixed budget (per draw and family).
 The chosen-budget cell of a family is its selection record's budget (budget_selection_<family>.json, one choice per
 draw from fold policies of training seed 0) applied to every seed with a result there; the `<family>_sel` copies
 select_budget.py wrote must agree with it (a family without a record keeps its copies). `--complete-seeds` keeps each
-draw on the seeds every cell of it has. A draw or family missing some budget is reported with what it has ("—"
+draw on the seeds every cell of the study's own families has; another family (ORIL, LobsDICE) joins a draw once it has
+those seeds, and is named as left out until then. A draw or family missing some budget is reported with what it has ("—"
 elsewhere); nothing is filled in.
 `--doc FILE` replaces the block between `<!-- budget-summary: NAME -->` and `<!-- /budget-summary -->` (NAME the
 --out file's name without .json) in FILE with the markdown; without markers the file is left alone (error).
@@ -55,9 +57,11 @@ class Args:
     """only these training seeds of every draw (default: every seed found); lets a draw's later seeds be committed as
     they land while the summary stays on the seeds every method has"""
     complete_seeds: bool = False
-    """per draw, only the training seeds that every cell of that draw has (every family, budget, chosen budget and
-    split): a draw whose later seeds are landing stays on its finished seeds, and the summary names the seeds it left
-    out; a seed missing from one cell leaves that draw's summary altogether"""
+    """per draw, only the training seeds that every cell of the study's families (bc_exp, bc_all, dwbc, oilca,
+    oilca_matched: every budget, chosen budget and split) has: a draw whose later seeds are landing stays on its
+    finished seeds, and the summary names the seeds it left out; a seed missing from one cell leaves that draw's
+    summary altogether. Another family (ORIL, LobsDICE at the largest budget) is read on the same seeds once every cell
+    of it has them, and left out of that draw, named, until then"""
     again: Optional[str] = None
     """a summary JSON this script wrote: make it again from the folders, doc and resamples it records (what
     scripts/regenerate_tables.sh does); the other flags are then ignored"""
@@ -100,13 +104,23 @@ def chosen_budget(folder: str, draw: dict) -> dict:
     return out
 
 
-def complete(draw: dict) -> Tuple[dict, List[int], List[int]]:
-    """The draw restricted to the seeds every cell has; those seeds, and the ones found but left out."""
-    sets = [set(v) for v in draw.values()]
+def complete(draw: dict) -> Tuple[dict, List[int], List[int], Dict[str, List[int]]]:
+    """The draw restricted to the seeds every cell of the study's own families (FAMILIES) has; those seeds, the ones
+    found but left out, and the other families (e.g. oril_b…, run once at the largest budget) left out of the draw
+    because some cell of theirs lacks one of those seeds ({family: the seeds it has}). Such a family lands job by job
+    without moving the study's seeds; it joins the draw once it has all of them. A draw without any of FAMILIES is
+    restricted to the seeds every cell has."""
+    core = {k: v for k, v in draw.items() if k[0] in FAMILIES} or draw
+    sets = [set(v) for v in core.values()]
     common = set.intersection(*sets) if sets else set()
     found = set.union(*sets) if sets else set()
-    return ({k: {s: x for s, x in v.items() if s in common} for k, v in draw.items()}, sorted(common),
-            sorted(found - common))
+    others = {}  # {family outside FAMILIES: the seeds every cell of it has}
+    for (fam, _, _), v in draw.items():
+        if core is not draw and fam not in FAMILIES:
+            others[fam] = others.get(fam, set(v)) & set(v)
+    partial = {f: sorted(v) for f, v in others.items() if not common <= v}
+    kept = {k: {s: x for s, x in v.items() if s in common} for k, v in draw.items() if k[0] not in partial}
+    return kept, sorted(common), sorted(found - common), partial
 
 
 def seed_text(seeds) -> str:
@@ -114,11 +128,14 @@ def seed_text(seeds) -> str:
 
 
 def seeds_line(kept: List[dict]) -> str:
-    """The summary's first line under --complete-seeds: each draw's seeds, and those it left out."""
+    """The summary's first line under --complete-seeds: each draw's seeds, those it left out, and the families left
+    out until they have every one of its seeds."""
     def one(k):
-        left = k["left_out"]
+        left, partial = k["left_out"], k.get("families_left_out", {})
         return f"{k['draw']} {seed_text(k['seeds'])}" + (
-            f" ({'seeds' if len(left) > 1 else 'seed'} {seed_text(left)} in some cells only, not read)" if left else "")
+            f" ({'seeds' if len(left) > 1 else 'seed'} {seed_text(left)} in some cells only, not read)" if left else ""
+        ) + "".join(f" ({report.display(f)}: seeds {seed_text(v) or 'none'} in every cell of it so far, not read "
+                    f"until it has the draw's seeds)" for f, v in sorted(partial.items()))
     return "Per draw, the training seeds every cell of the draw has (`--complete-seeds`): " + "; ".join(
         map(one, kept)) + "."
 
@@ -176,7 +193,8 @@ def summarise(draws: List[dict], labels: List[str], n: int) -> dict:
                                         **over(groups, n)})
         for b in ([budgets[-1]] if budgets else []) + (["selected"] if "selected" in points else []):
             cells = {c["family"]: c for c in out["cells"] if c["split"] == split and c["budget"] == b}
-            entry = {"split": split, "budget": b, "over_draws": ordering({f: c["mean"] for f, c in cells.items()}),
+            every = {f: c for f, c in cells.items() if all(p is not None for p in c["per_draw"])}
+            entry = {"split": split, "budget": b, "over_draws": ordering({f: c["mean"] for f, c in every.items()}),
                      "per_draw": [ordering({f: c["per_draw"][i]["mean"] for f, c in cells.items() if c["per_draw"][i]})
                                   for i in range(len(draws))]}
             gaps = {(g["x"], g["y"]): g for g in out["gaps"] if g["split"] == split and g["budget"] == b}
@@ -188,6 +206,8 @@ def summarise(draws: List[dict], labels: List[str], n: int) -> dict:
                         "over_draws": all(above(gaps[p]) for p in need),
                         "per_draw": [None if any(gaps[p]["per_draw"][i] is None for p in need)  # not run there
                                      else all(above(gaps[p]["per_draw"][i]) for p in need) for i in range(len(draws))]}
+            if len(every) < len(cells):  # a family on some draws only is ranked in those draws, not over draws
+                entry["not_on_every_draw"] = sorted(set(cells) - set(every), key=report.order_key)
             out["orderings"].append(entry)
         for f in fams:  # is the chosen budget's return inside the best fixed budget's interval?
             for i, d in enumerate(draws):
@@ -259,7 +279,9 @@ def markdown(s: dict) -> str:
                                     for lab, p in zip(s["draws"], v["per_draw"]))
                         for k, v in o.items() if k.startswith("paper_order_")]
             lines += ["", f"Ordering of the means at {row(o['budget'])} (read the intervals above before calling two "
-                      f"methods apart): {o['over_draws']} (over draws); per draw: "
+                      f"methods apart): {o['over_draws']} (over draws"
+                      + (f"; {', '.join(map(report.display, o['not_on_every_draw']))} not on every draw, ranked only "
+                         f"in the draws that have it" if o.get("not_on_every_draw") else "") + "); per draw: "
                       + "; ".join(f"{lab}: {t or 'not run'}" for lab, t in zip(s["draws"], o["per_draw"]))
                       + (". " + ". ".join(verdicts) if verdicts else "") + "."]
         sel = [e for e in s["selection"] if e["split"] == split]
@@ -294,10 +316,11 @@ def main(args: Args) -> dict:
     kept_seeds = []
     if args.complete_seeds:
         for i, (folder, d) in enumerate(zip(args.results, draws)):
-            draws[i], common, left = complete(d)
+            draws[i], common, left, partial = complete(d)
             if d and not common:
                 raise ValueError(f"--complete-seeds: no training seed is in every cell of {folder}")
-            kept_seeds.append({"draw": labels[i], "seeds": common, "left_out": left})
+            kept_seeds.append({"draw": labels[i], "seeds": common, "left_out": left,
+                               **({"families_left_out": partial} if partial else {})})
     if len(envs_seen) > 1:
         raise ValueError(f"--results: the folders hold results of several envs ({', '.join(sorted(envs_seen))}); give "
                          f"the draws of one benchmark")

@@ -208,6 +208,42 @@ def test_complete_seeds_keeps_each_draw_on_the_seeds_every_cell_has(tmp_path):
     assert next(c for c in p["cells"] if (c["family"], c["budget"]) == ("bc_exp", 100))["per_draw"][1]["n"] == 4
 
 
+def test_complete_seeds_leaves_a_landing_extra_family_out_without_moving_the_draw(tmp_path):
+    """ORIL run once at the largest budget, landing job by job: in a draw where it has seeds 0-1 of the study's 0-2 it
+    is left out of that draw (named, with the seeds it has) and the study's families keep seeds 0-2; where it has
+    every seed it is read beside them, and it is ranked over draws only once every draw has it."""
+    folders = [str(tmp_path / f"d{i}") for i in range(2)]
+    for i, f in enumerate(folders):
+        draw(f, shift=i)
+    write(folders[0], "oril_b100", [20.0, 20.1, 20.2], policy_step=100)
+    write(folders[1], "oril_b100", [30.0, 30.1], policy_step=100)  # seeds 0-1 only
+    out = str(tmp_path / "s.json")
+    run("scripts/budget_summary.py", "--results", *folders, "--out", out, "--resamples", "300", "--complete-seeds")
+    s = json.loads(open(out).read())
+    assert s["seeds_per_draw"] == [{"draw": "d0", "seeds": [0, 1, 2], "left_out": []},
+                                   {"draw": "d1", "seeds": [0, 1, 2], "left_out": [],
+                                    "families_left_out": {"oril": [0, 1]}}]
+    oril = next(c for c in s["cells"] if (c["family"], c["budget"]) == ("oril", 100))
+    assert oril["per_draw"][1] is None and oril["per_draw"][0]["n"] == 3 and oril["n_groups"] == 1
+    dwbc = next(c for c in s["cells"] if (c["family"], c["budget"]) == ("dwbc", 100))
+    assert [d["n"] for d in dwbc["per_draw"]] == [3, 3]
+    top = next(o for o in s["orderings"] if o["budget"] == 100)
+    assert top["per_draw"] == ["ORIL > OILCA > DWBC > BC-exp", "OILCA > DWBC > BC-exp"]
+    assert top["over_draws"] == "OILCA > DWBC > BC-exp" and top["not_on_every_draw"] == ["oril"]  # one draw of two
+    assert "OILCA > DWBC > BC-exp (over draws; ORIL not on every draw, ranked only in the draws that have it)" \
+        in s["markdown"]
+    assert "d1 0, 1, 2 (ORIL: seeds 0, 1 in every cell of it so far, not read until it has the draw's seeds)" \
+        in s["markdown"].splitlines()[0]
+    write(folders[1], "oril_b100", [30.0, 30.1, 30.2], policy_step=100)  # its last seed lands
+    run("scripts/budget_summary.py", "--again", out)
+    s = json.loads(open(out).read())
+    assert "families_left_out" not in s["seeds_per_draw"][1]
+    oril = next(c for c in s["cells"] if (c["family"], c["budget"]) == ("oril", 100))
+    assert oril["per_draw"][1]["n"] == 3 and oril["n_groups"] == 2
+    top = next(o for o in s["orderings"] if o["budget"] == 100)
+    assert top["over_draws"] == "ORIL > OILCA > DWBC > BC-exp" and "not_on_every_draw" not in top
+
+
 def test_the_chosen_budget_cell_applies_the_selection_record_to_every_seed(tmp_path):
     """A seed that landed after select_budget.py ran (seed 3 of every cell here) is read at the budget the record
     chose; its `_sel` copies must agree with that budget's results, and a copy that does not is refused."""
