@@ -215,9 +215,14 @@ def _run_episodes(name, policies, table, ep_classes, ep_policies, task_seeds, se
     return out
 
 
+def _dims(env) -> Tuple[int, int]:
+    """(observation size, action size) of a loaded env."""
+    return sum(n for _, n in obs_layout(env)), int(env.action_spec().shape[0])
+
+
 def _empty_out(E: int, T: int, env, record: bool) -> dict:
     """Zeroed arrays for E episodes of T steps: returns and, with `record`, obs [E, T+1], act, rew and eps."""
-    obs_dim, A = sum(n for _, n in obs_layout(env)), int(env.action_spec().shape[0])
+    obs_dim, A = _dims(env)
     out = {"returns": np.zeros(E)}
     if record:
         out.update(obs=np.zeros((E, T + 1, obs_dim), np.float32), act=np.zeros((E, T, A), np.float32),
@@ -239,7 +244,7 @@ def _run_chunk(envs, policies, table, idx, ep_classes, ep_policies, task_seeds, 
     low, high = spec.minimum, spec.maximum
     n = len(idx)
     out = _empty_out(n, T, envs[0], record)
-    obs_dim, A = sum(k for _, k in obs_layout(envs[0])), int(spec.shape[0])
+    obs_dim, A = _dims(envs[0])
     rngs = [np.random.default_rng([seed, int(i)]) for i in idx]
     s = np.zeros((n, obs_dim))
     for j, i in enumerate(idx):
@@ -284,7 +289,7 @@ def _worker_start(cfg: "DMCConfig", name: str, table: dict, ep_classes, ep_polic
 
     torch.set_num_threads(1)  # one thread per worker: the workers are the parallelism
     envs = [load_env(name, 0) for _ in range(min(cfg.lockstep, len(ep_classes)))]
-    obs_dim, A = sum(n for _, n in obs_layout(envs[0])), int(envs[0].action_spec().shape[0])
+    obs_dim, A = _dims(envs[0])
     _WORKER.update(envs=envs, policies=load_behaviors(cfg, obs_dim, A, f"dmc:{name}")[1], table=table,
                    ep_classes=ep_classes, ep_policies=ep_policies, task_seeds=task_seeds, seed=seed)
 

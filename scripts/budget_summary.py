@@ -114,10 +114,10 @@ def complete(draw: dict) -> Tuple[dict, List[int], List[int], Dict[str, List[int
     sets = [set(v) for v in core.values()]
     common = set.intersection(*sets) if sets else set()
     found = set.union(*sets) if sets else set()
-    others = {}  # {family outside FAMILIES: the seeds every cell of it has}
-    for (fam, _, _), v in draw.items():
-        if core is not draw and fam not in FAMILIES:
-            others[fam] = others.get(fam, set(v)) & set(v)
+    others = {}  # {family outside the core: the seeds every cell of it has}
+    for key, v in draw.items():
+        if key not in core:  # with no core family every cell is in the core
+            others[key[0]] = others.get(key[0], set(v)) & set(v)
     partial = {f: sorted(v) for f, v in others.items() if not common <= v}
     kept = {k: {s: x for s, x in v.items() if s in common} for k, v in draw.items() if k[0] not in partial}
     return kept, sorted(common), sorted(found - common), partial
