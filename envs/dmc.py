@@ -12,9 +12,9 @@ Observations are dm_control's observation dict flattened in the env's own key or
 starts from task seed (seed·1_000_003 + i) mod 2³², so an episode is reproducible on its own.
 
 Behaviour policies of graded quality are policy artifacts (docs/contract.md) written by train_behavior.py at chosen
-steps (`--dmc.snapshots`), or, for manipulator-insert_ball, where SAC does not learn here, the scripted expert of
-dmc_scripted.py with Gaussian action noise of graded stds (`--dmc.scripted-noise`), plus optionally uniform-random
-actions. Episodes are assigned round-robin to classes and,
+steps (`--dmc.snapshots`), or, for manipulator-insert_ball and manipulator-insert_peg, where SAC does not learn
+here, the scripted expert of dmc_scripted.py (dmc_scripted_peg.py) with Gaussian action noise of graded stds
+(`--dmc.scripted-noise`), plus optionally uniform-random actions. Episodes are assigned round-robin to classes and,
 within a class, to behaviour policies. Many episodes are stepped in lockstep so that the policy runs batched.
 
 Backend of envs.py (`collect`, `rollout`, `reference_policy`, the interface shared with toy_env.py and cw_env.py);
@@ -44,8 +44,9 @@ class DMCConfig:
     snapshots: Tuple[str, ...] = ()
     """behaviour policies: policy artifacts of train_behavior.py (e.g. runs/sac_<task>/snapshots/step_*.pt)"""
     scripted_noise: Tuple[float, ...] = ()
-    """behaviour policies: the scripted expert of dmc_scripted.py (manipulator-insert_ball only) with Gaussian action
-    noise of each of these stds (0: the expert itself); the expert reference is then the scripted expert"""
+    """behaviour policies: the scripted expert of dmc_scripted.py (manipulator-insert_ball and -insert_peg) with
+    Gaussian action noise of each of these stds (0: the expert itself); the expert reference is then the scripted
+    expert"""
     random_policy: bool = False
     """also use uniform-random commanded actions as a behaviour policy"""
     episodes: int = 200

@@ -160,14 +160,16 @@ class ArmDynamics:
         jid = [self.m.joint(j).id for j in ARM]
         self.qadr = np.array([self.m.jnt_qposadr[j] for j in jid])
         self.vadr = np.array([self.m.jnt_dofadr[j] for j in jid])
-        self.ball = [self.m.jnt_qposadr[self.m.joint(j).id] for j in ("ball_x", "ball_z")]
+        names = [self.m.joint(j).name for j in range(self.m.njnt)]
+        prop = "ball" if "ball_x" in names else "peg"  # the task's loose object (insert_ball or insert_peg)
+        self.ball = [self.m.jnt_qposadr[self.m.joint(f"{prop}_{a}").id] for a in ("x", "z")]
 
     def __call__(self, q, qd):
         mj, m, d = self.mj, self.m, self.d
         d.qpos[:] = 0
         d.qvel[:] = 0
         d.qpos[self.qadr], d.qvel[self.vadr] = q, qd
-        d.qpos[self.ball] = 5.0  # the ball out of the way (its pose does not enter the arm's terms)
+        d.qpos[self.ball] = 5.0  # the object out of the way (its pose does not enter the arm's terms)
         mj.mj_kinematics(m, d)
         mj.mj_comPos(m, d)
         bias = np.zeros(m.nv)
@@ -320,9 +322,13 @@ class ManipulatorExpert:
 
 
 def load(name: str, obs_keys) -> ManipulatorExpert:
-    """The scripted expert of task `name`; refuses other tasks and another observation layout."""
-    if name not in TASKS:
-        raise ValueError(f"the scripted expert is for {', '.join('dmc:' + t for t in TASKS)}, not dmc:{name}")
+    """The scripted expert of task `name` (this file's for insert_ball, dmc_scripted_peg.py's for insert_peg); refuses
+    other tasks and another observation layout."""
+    from envs import dmc_scripted_peg
+
+    scripted = TASKS + dmc_scripted_peg.TASKS
+    if name not in scripted:
+        raise ValueError(f"the scripted expert is for {', '.join('dmc:' + t for t in scripted)}, not dmc:{name}")
     if [tuple(k) for k in obs_keys] != list(OBS_KEYS):
         raise ValueError(f"dmc:{name}: observation layout {list(obs_keys)} is not the one the scripted expert reads")
-    return ManipulatorExpert()
+    return ManipulatorExpert() if name in TASKS else dmc_scripted_peg.PegExpert()

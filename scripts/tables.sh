@@ -42,8 +42,10 @@ report() {  # the tables of docs/tables.md from whatever results exist
   for n in 1 2 6 4 7; do $PY report.py --paper-table $n --doc docs/tables.md > /dev/null || failed+=("table $n"); done
   $PY scripts/task_summary.py --doc docs/tables.md || failed+=("task table")
 }
-# manipulator-insert_ball: SAC does not learn it here; the scripted expert of envs/dmc_scripted.py is its source
-declare -A DMC_SOURCE=([manipulator-insert_ball]="--dmc.scripted-noise 0 0.25 0.5 1.0 --dmc.random-policy")
+# manipulator-insert_ball and -insert_peg: SAC does not learn them here; the scripted experts of envs/dmc_scripted.py
+# and envs/dmc_scripted_peg.py are their sources
+declare -A DMC_SOURCE=([manipulator-insert_ball]="--dmc.scripted-noise 0 0.25 0.5 1.0 --dmc.random-policy"
+                       [manipulator-insert_peg]="--dmc.scripted-noise 0 0.25 0.5 1.0 --dmc.random-policy")
 if [ "$which" != cw ] && [ "$which" != table7 ]; then for t in ${TASKS:-$DMC}; do
   [[ " $DMC " == *" $t "* ]] || continue
   flags="${DMC_SOURCE[$t]:-}${DMC_WORKERS:+ --dmc.workers $DMC_WORKERS}"

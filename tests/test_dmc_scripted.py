@@ -1,5 +1,6 @@
-"""The scripted manipulator-insert_ball expert (envs/dmc_scripted.py): its arm geometry against MuJoCo's, its inverse
-kinematics, its refusals, and a collection, replay and evaluation with it as the behaviour source."""
+"""The scripted manipulator experts (insert_ball: envs/dmc_scripted.py, insert_peg: envs/dmc_scripted_peg.py): the
+arm geometry against MuJoCo's, the inverse kinematics, the refusals, a tuning episode each, and a collection, replay
+and evaluation with the insert_ball expert as the behaviour source."""
 
 import os
 
@@ -43,7 +44,7 @@ def test_inverse_kinematics_reaches_its_target():
 
 
 def test_the_expert_refuses_what_it_cannot_do():
-    with pytest.raises(ValueError, match="not dmc:cartpole-swingup"):
+    with pytest.raises(ValueError, match="dmc:manipulator-insert_peg, not dmc:cartpole-swingup"):
         dmc_env.scripted_expert("dmc:cartpole-swingup")
     expert = dmc_env.scripted_expert(f"dmc:{TASK}")
     with pytest.raises(ValueError, match="not as a labeller"):
@@ -65,6 +66,55 @@ def test_the_expert_solves_a_tuning_episode():
             ts = env.step(a)
             ret += ts.reward or 0.0
         assert (ret > 300) if kind == "expert" else (ret < 50), (kind, ret)
+
+
+def peg_episode(seed: int, kind: str):
+    """One clean 1000-step insert_peg episode from task seed `seed`: (return, steps per mode of the script)."""
+    from envs import dmc_scripted_peg as dsp
+
+    env = dmc_env.load_env("manipulator-insert_peg", seed)
+    ts, expert, ret, modes = env.reset(), dsp.PegExpert(), 0.0, {}
+    rng = np.random.default_rng(0)
+    for t in range(1000):
+        o = dmc_env.flatten(ts.observation)
+        a = expert.act([env], o[None], t)[0] if kind == "expert" else rng.uniform(-1, 1, 5)
+        ts = env.step(a)
+        ret += ts.reward or 0.0
+        if kind == "expert":
+            modes[expert.state[id(env)].mode] = modes.get(expert.state[id(env)].mode, 0) + 1
+    return ret, modes
+
+
+def test_the_peg_expert_hovers_where_the_peg_lies_and_holds_a_peg_it_starts_with():
+    """Two of the hand-tuning seeds, clean actions. 2003: the peg falls and lies on its guard; the script finds a hand
+    pose over its grip end that MuJoCo finds clear of the floor and holds it (about two thirds of the grasping term's
+    1/3 on each step). 2021: the peg starts in the hand; the script closes on it and keeps it (the slot's angle is out
+    of the arm's reach from there). Uniform random actions earn nothing on either (a broken script fails this)."""
+    ret, modes = peg_episode(2003, "expert")
+    assert ret > 150 and modes.get("hover", 0) > 800, (ret, modes)
+    ret, modes = peg_episode(2021, "expert")
+    assert ret > 250 and modes.get("carry", 0) == 1000, (ret, modes)
+    assert max(peg_episode(seed, "random")[0] for seed in (2003, 2021)) < 10
+
+
+def test_the_peg_expert_never_touches_the_simulation():
+    """Its collision tests run on a private copy of the episode's model (with wider contact margins) and data: the
+    env's model, margins included, and its state are what they were."""
+    from envs import dmc_scripted_peg as dsp
+
+    env = dmc_env.load_env("manipulator-insert_peg", 2003)
+    ts = env.reset()
+    model = env.physics.model.ptr
+    margins, qpos = model.geom_margin.copy(), env.physics.data.qpos.copy()
+    expert = dmc_env.scripted_expert("dmc:manipulator-insert_peg")
+    assert isinstance(expert, dsp.PegExpert)
+    expert.act([env], dmc_env.flatten(ts.observation)[None], 0)
+    ep = expert.state[id(env)]
+    peg = np.array([0.0, 0.1, 1.0])
+    for q4 in (np.zeros(4), np.array([1.0, 1.2, 1.0, 0.5])):
+        expert.collides(ep, q4, peg, 0.005)
+    assert np.array_equal(model.geom_margin, margins) and np.array_equal(env.physics.data.qpos, qpos)
+    assert np.all(ep.model.geom_margin == expert.P["margin"])
 
 
 @pytest.fixture(scope="module")
@@ -161,3 +211,5 @@ def test_scripted_expert_check_script(tmp_path):
     assert table[0].startswith("recorded output, ") and table[-1].startswith("| 5 | clean | ")
     p = run("scripts/scripted_expert.py", "--episodes", "1", "--out", str(tmp_path / "bad.json"), ok=False)
     assert one_line_error(p, "--episodes") and not (tmp_path / "bad.json").exists()
+    p = run("scripts/scripted_expert.py", "--task", "cartpole-swingup", "--out", str(tmp_path / "bad.json"), ok=False)
+    assert one_line_error(p, "--task") and not (tmp_path / "bad.json").exists()
