@@ -210,9 +210,13 @@ class ManipulatorExpert:
             if self.dyn is None:
                 self.dyn = ArmDynamics(env.physics)
             if t == 0 or id(env) not in self.state:
-                self.state[id(env)] = _Episode()
+                self.state[id(env)] = self.new_episode(env)
             out[j] = self.act_one(np.asarray(obs[j], np.float64), self.state[id(env)])
         return out
+
+    def new_episode(self, env) -> _Episode:
+        """The memory of an episode that starts on `env`."""
+        return _Episode()
 
     def act_one(self, o: np.ndarray, ep: _Episode) -> np.ndarray:
         P = self.P

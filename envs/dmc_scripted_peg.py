@@ -32,7 +32,7 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
-from envs.dmc_scripted import BASE, DT, GEAR, ArmDynamics, ManipulatorExpert, direction, fk, ik, joint_diff, wrap
+from envs.dmc_scripted import BASE, DT, GEAR, ManipulatorExpert, direction, fk, ik, joint_diff, wrap
 
 TASKS = ("manipulator-insert_peg",)
 ARM4 = ("arm_root", "arm_shoulder", "arm_elbow", "arm_wrist")
@@ -117,15 +117,8 @@ class PegExpert(ManipulatorExpert):
         self.P = {**SETTINGS, **(settings or {})}
         self.state: Dict[int, _PegEpisode] = {}
 
-    def act(self, envs: List, obs: np.ndarray, t: int) -> np.ndarray:
-        out = np.zeros((len(envs), 5))
-        for j, env in enumerate(envs):
-            if self.dyn is None:
-                self.dyn = ArmDynamics(env.physics)
-            if t == 0 or id(env) not in self.state:
-                self.state[id(env)] = _PegEpisode(env.physics, self.P["margin"])
-            out[j] = self.act_one(np.asarray(obs[j], np.float64), self.state[id(env)])
-        return out
+    def new_episode(self, env) -> _PegEpisode:
+        return _PegEpisode(env.physics, self.P["margin"])
 
     # ------------------------------------------------------------------------------------------------ hover search
     def collides(self, ep: _PegEpisode, q4: np.ndarray, peg: np.ndarray, slack: float, carried=None,

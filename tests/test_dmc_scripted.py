@@ -14,6 +14,7 @@ from conftest import one_line_error, run
 
 pytestmark = pytest.mark.dmc
 TASK = "manipulator-insert_ball"
+PEG = "manipulator-insert_peg"
 
 
 def test_forward_kinematics_matches_mujoco():
@@ -53,27 +54,11 @@ def test_the_expert_refuses_what_it_cannot_do():
         ds.load(TASK, [("arm_pos", 16)])
 
 
-def test_the_expert_solves_a_tuning_episode():
-    """Task seed 2004 (one of the hand-tuning seeds, clean actions): it grasps the ball and puts it in the cup;
-    uniform random actions on the same start earn nothing (a broken controller fails this)."""
-    for kind in ("expert", "random"):
-        env = dmc_env.load_env(TASK, 2004)
-        ts, expert, ret = env.reset(), ds.ManipulatorExpert(), 0.0
-        rng = np.random.default_rng(0)
-        for t in range(1000):
-            o = dmc_env.flatten(ts.observation)
-            a = expert.act([env], o[None], t)[0] if kind == "expert" else rng.uniform(-1, 1, 5)
-            ts = env.step(a)
-            ret += ts.reward or 0.0
-        assert (ret > 300) if kind == "expert" else (ret < 50), (kind, ret)
-
-
-def peg_episode(seed: int, kind: str):
-    """One clean 1000-step insert_peg episode from task seed `seed`: (return, steps per mode of the script)."""
-    from envs import dmc_scripted_peg as dsp
-
-    env = dmc_env.load_env("manipulator-insert_peg", seed)
-    ts, expert, ret, modes = env.reset(), dsp.PegExpert(), 0.0, {}
+def tuning_episode(task: str, seed: int, kind: str):
+    """One clean 1000-step episode of `task` from task seed `seed` with its scripted expert (kind 'expert') or uniform
+    random actions: (return, steps per mode of the script)."""
+    env = dmc_env.load_env(task, seed)
+    ts, expert, ret, modes = env.reset(), dmc_env.scripted_expert(f"dmc:{task}"), 0.0, {}
     rng = np.random.default_rng(0)
     for t in range(1000):
         o = dmc_env.flatten(ts.observation)
@@ -85,16 +70,23 @@ def peg_episode(seed: int, kind: str):
     return ret, modes
 
 
+def test_the_expert_solves_a_tuning_episode():
+    """Task seed 2004 (one of the hand-tuning seeds, clean actions): it grasps the ball and puts it in the cup;
+    uniform random actions on the same start earn nothing (a broken controller fails this)."""
+    assert tuning_episode(TASK, 2004, "expert")[0] > 300
+    assert tuning_episode(TASK, 2004, "random")[0] < 50
+
+
 def test_the_peg_expert_hovers_where_the_peg_lies_and_holds_a_peg_it_starts_with():
     """Two of the hand-tuning seeds, clean actions. 2003: the peg falls and lies on its guard; the script finds a hand
     pose over its grip end that MuJoCo finds clear of the floor and holds it (about two thirds of the grasping term's
     1/3 on each step). 2021: the peg starts in the hand; the script closes on it and keeps it (the slot's angle is out
     of the arm's reach from there). Uniform random actions earn nothing on either (a broken script fails this)."""
-    ret, modes = peg_episode(2003, "expert")
+    ret, modes = tuning_episode(PEG, 2003, "expert")
     assert ret > 150 and modes.get("hover", 0) > 800, (ret, modes)
-    ret, modes = peg_episode(2021, "expert")
+    ret, modes = tuning_episode(PEG, 2021, "expert")
     assert ret > 250 and modes.get("carry", 0) == 1000, (ret, modes)
-    assert max(peg_episode(seed, "random")[0] for seed in (2003, 2021)) < 10
+    assert max(tuning_episode(PEG, seed, "random")[0] for seed in (2003, 2021)) < 10
 
 
 def test_the_peg_expert_never_touches_the_simulation():
