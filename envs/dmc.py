@@ -157,7 +157,8 @@ def load_behaviors(cfg: DMCConfig, obs_dim: int, act_dim: int, env_id: str) -> T
     for std in cfg.scripted_noise:
         if not np.isfinite(std) or std < 0:
             raise ValueError(f"--dmc.scripted-noise must be finite and >= 0, got {std}")
-        table.append({"name": "scripted", "noise_std": float(std), "source": "scripted controller (dmc_scripted.py)",
+        source = "dmc_scripted_peg.py" if env_id.endswith("insert_peg") else "dmc_scripted.py"
+        table.append({"name": "scripted", "noise_std": float(std), "source": f"scripted controller ({source})",
                       "label": "scripted" if std == 0 else f"scripted+N(0,{std:g}²)"})
         policies.append(scripted_expert(env_id, float(std), layout))
     for path in cfg.snapshots:

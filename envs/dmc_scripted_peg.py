@@ -6,8 +6,9 @@ max(bringing, grasping / 3): bringing is high when the peg's middle and tip lie 
 when the hand's grasp and pinch sites lie on the peg's grip end along its axis. Three kinds of episode start:
 
 - a tenth with the peg in the hand (`carry`): close the hand, lift the peg clear of the slot, turn it to the slot's
-  angle above its mouth and lower it in. The command aims the *peg* (read from the observation), not the hand, so a
-  peg that has slipped or turned in the grip is still brought to the slot.
+  angle above its mouth and lower it in along the slot's axis (back to the mouth if it drifts off the axis). The
+  command aims the *peg* (read from the observation), not the hand, so a peg that has slipped or turned in the grip
+  is still brought to the slot. Where the slot's pose is out of the arm's reach it keeps holding the peg.
 - a tenth with the peg in the slot (`rest`): keep the arm still.
 - the rest with the peg dropped onto the floor or against a wall (`hover`). A peg lying on the floor cannot be taken
   in this hand: the fingers close in the arm's plane around the peg's axis, and a peg lying down rests on its guard
@@ -17,8 +18,9 @@ when the hand's grasp and pinch sites lie on the peg's grip end along its axis. 
   finds clear of the floor, the walls and the peg, and holds the best one, the open hand over the grip end. Where
   none earns anything (the peg out of reach at the arena's edge, or standing on its pommel) the arm keeps still.
 
-Every move follows a straight joint-space path that MuJoCo finds clear of the floor, the walls and the slot (the peg
-too, while it is carried), or, where none is, goes through one of a few poses high above the arena (`plan`).
+Moves follow straight joint-space paths that MuJoCo finds clear of the floor, the walls and the slot (the peg too,
+while it is carried), or, where none is, go through a few poses high above the arena (`plan`); where no path is
+found at all the move goes straight anyway, and the descent into the slot is not tested against the slot.
 
 What it reads: the observation, the env's own MuJoCo model (for the arm's dynamics and the collision search, on a
 private copy of the episode's model and data; the simulation it acts in is never touched) and one memory per episode
@@ -95,6 +97,7 @@ class _PegEpisode:
         self.goal = None  # (grasp-site target, hand angle) the plan was made for
         self.age = 0  # steps since the plan was made
         self.gripped = 0  # steps since the hand began to close on the peg
+        self.inserting = False  # the carried peg is on its way down the slot's axis
         self.hold = None  # the joints to hold while the script keeps the arm still
         # a private copy of this episode's model (the slot's pose is set per episode): the collision tests never touch
         # the simulation, and on the copy every geom reports contacts from `margin` away
@@ -239,16 +242,22 @@ class PegExpert(ManipulatorExpert):
         in_slot = np.linalg.norm(peg[:2] - slot_xz) < P["in_slot"] and abs(wrap(peg[2] - slot_a)) < 0.1
         if in_slot and not (grip_err < P["held"] and q[4] > 0.2):
             ep.mode = "rest"  # in the slot (as a tenth of the episodes start), not held: keep still
-        elif (grip_err < P["held"] and aligned) or (ep.mode == "carry" and grip_err < P["held"] + 0.01):
-            if ep.mode != "carry":
-                ep.gripped = 0
+        elif (ep.mode == "" and grip_err < P["held"] and aligned) or (
+                ep.mode == "carry" and grip_err < P["held"] + 0.01):
+            # the peg starts in the hand (a hand over a peg on the floor never takes it: no pose there holds it)
             ep.mode, grip = "carry", 1.0
             mouth = slot_xz + P["above"] * up  # the peg's grip end straight above the slot, at its angle
             d_ang = wrap(peg[2] - slot_a)  # turn the hand by this to put the peg at the slot's angle
             off = np.linalg.norm(peg[:2] - mouth)
-            descend = off < P["lower"] and abs(d_ang) < P["turn"]
+            rel = peg[:2] - slot_xz
+            sideways = abs(rel[0] * up[1] - rel[1] * up[0])  # the grip end's distance from the slot's axis
+            if ep.inserting and (sideways > P["lower"] or abs(d_ang) > P["turn"] or rel @ up > P["above"] + P["lower"]):
+                ep.inserting = False  # off the axis or turned away: back to the mouth
+            elif off < P["lower"] and abs(d_ang) < P["turn"]:
+                ep.inserting = True  # lined up over the mouth: down the slot's axis until the peg is in
+            descend = ep.inserting
             if descend:
-                goal = slot_xz  # lined up: straight down into the slot
+                goal = slot_xz
             elif peg[1] < slot_xz[1] + P["safe"] and off > 0.05:
                 goal = np.array([peg[0] + 0.5 * (mouth[0] - peg[0]), max(mouth[1], slot_xz[1] + P["safe"])])
             else:

@@ -41,7 +41,8 @@ class Args:
     task: str = "manipulator-insert_ball"
     """the scripted task: manipulator-insert_ball or manipulator-insert_peg"""
     seeds: Tuple[int, ...] = (10000,)
-    """evaluation streams (10000: evaluate.py's; keep them apart from data seeds and the tuning seeds 2000-2029)"""
+    """evaluation streams (10000: evaluate.py's; keep them apart from data seeds and the tuning seeds, 2000-2029 for
+    insert_ball and 2000-2059 for insert_peg)"""
     episodes: int = 30
     """episodes per stream, setting and policy"""
     settings: Tuple[str, ...] = field(default_factory=lambda: ("perturbed", "clean"))

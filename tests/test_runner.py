@@ -281,7 +281,7 @@ def test_code_changes_make_jobs_stale(tmp_path, monkeypatch):
     # the code of a job: its script and the repo modules it imports, directly, lazily, through packages or through
     # envs/__init__.py's backends (datasets are loaded through envs.load_dataset, which checks the env)
     backends = ["envs/__init__.py", "envs/cw.py", "envs/cw_scripted.py", "envs/dmc.py", "envs/dmc_scripted.py",
-                "envs/gym.py", "envs/toy.py"]
+                "envs/dmc_scripted_peg.py", "envs/gym.py", "envs/toy.py"]
     lib = ["oilca/__init__.py", "oilca/checks.py", "oilca/cli.py", "oilca/contract.py"]
     training = ["training/__init__.py", "training/policy.py", "training/trainer.py"]
     assert runner.code_files("train_dwbc.py") == backends + lib + ["oilca/progress.py", "oilca/rows.py",
@@ -292,7 +292,8 @@ def test_code_changes_make_jobs_stale(tmp_path, monkeypatch):
     assert set(runner.code_files("fast/train_dwbc.py")) == set(runner.code_files("train_dwbc.py")) | {
         "fast/__init__.py", "fast/replicas.py", "fast/train_dwbc.py"}
     # a job of one benchmark: the other backends are not its code (envs/__init__.py dispatches on the dataset's env)
-    assert runner.code_files("train_dwbc.py", "dmc") == ["envs/__init__.py", "envs/dmc.py", "envs/dmc_scripted.py"] + lib + [
+    assert runner.code_files("train_dwbc.py", "dmc") == ["envs/__init__.py", "envs/dmc.py", "envs/dmc_scripted.py",
+                                                         "envs/dmc_scripted_peg.py"] + lib + [
         "oilca/progress.py", "oilca/rows.py", "train_dwbc.py"] + training
     assert [f for f in runner.code_files("evaluate.py", "cw") if f.startswith("envs/")] == backends[:3]
     assert all(j.backend == "dmc" for j in runner.build(*runner.resolve(runner.Args(benchmark="dmc:cartpole-swingup"))))
