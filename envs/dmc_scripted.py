@@ -309,16 +309,24 @@ class ManipulatorExpert:
                 if Qv is not None:
                     q_to, _ = pick(Qv)
                 ep.mode += "+via"
-        e = joint_diff(q_to, q[:4])
-        ep.integral = np.clip(ep.integral + P["ki"] * DT * np.where(np.abs(e) < P["i_window"], e, 0.0),
-                              -P["i_limit"], P["i_limit"])
-        lim = P["max_err_carry"] if ep.mode.startswith("carry") else P["max_err"]
-        e = np.clip(e, -lim, lim)
         qd_want = np.zeros(4)
         if np.any(v_ff):  # follow a rolling ball: its velocity through the Jacobian's damped pseudo-inverse
             eps = 1e-4
             J = np.ascontiguousarray(((fk(q[:4] + eps * np.eye(4))[:, 3] - grasp_site) / eps).T)  # as np.stack(…, 1)
             qd_want = J.T @ np.linalg.solve(J @ J.T + 1e-3 * np.eye(2), v_ff)
+        return self.command(q, qd, q_to, ep, ep.mode.startswith("carry"), grip, qd_want)
+
+    def command(self, q, qd, q_to, ep, carry: bool, grip: float, qd_want=None) -> np.ndarray:
+        """The action [4 arm torques, grip] that drives the arm's joints toward q_to (and their speeds toward qd_want,
+        zero by default): computed torque M (kp e + kd de) + bias, plus a joint-space PID (its integral kept in
+        `ep`). The error e is clipped to max_err, or max_err_carry while `carry`."""
+        P = self.P
+        qd_want = np.zeros(4) if qd_want is None else qd_want
+        e = joint_diff(q_to, q[:4])
+        ep.integral = np.clip(ep.integral + P["ki"] * DT * np.where(np.abs(e) < P["i_window"], e, 0.0),
+                              -P["i_limit"], P["i_limit"])
+        lim = P["max_err_carry"] if carry else P["max_err"]
+        e = np.clip(e, -lim, lim)
         M, bias = self.dyn(q, qd)
         tau = M @ (P["kp"] * e + P["kd"] * (qd_want - qd[:4])) + bias \
             + GEAR * (ep.integral + P["kj"] * e + P["kjd"] * (qd_want - qd[:4]))

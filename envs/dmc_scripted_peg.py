@@ -34,7 +34,7 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
-from envs.dmc_scripted import BASE, DT, GEAR, ManipulatorExpert, direction, fk, ik, joint_diff, wrap
+from envs.dmc_scripted import BASE, ManipulatorExpert, direction, fk, ik, joint_diff, wrap
 
 TASKS = ("manipulator-insert_peg",)
 ARM4 = ("arm_root", "arm_shoulder", "arm_elbow", "arm_wrist")
@@ -77,6 +77,15 @@ def carried_peg(q4, rel) -> np.ndarray:
     c, s = np.cos(phi), np.sin(phi)
     off = np.array([c * rel[0] - s * rel[1], s * rel[0] + c * rel[1]])
     return np.array([*(fk(q4)[3] + off), rel[2] - phi])
+
+
+def held_offset(q4, peg) -> np.ndarray:
+    """The inverse of carried_peg: the offset rel of a peg at pose `peg` (x, z, angle) in the hand of the arm at q4,
+    so that carried_peg(q4, rel) gives `peg` back (up to rounding)."""
+    phi = float(np.sum(q4))
+    c, s = np.cos(phi), np.sin(phi)
+    off = peg[:2] - fk(q4)[3]
+    return np.array([c * off[0] + s * off[1], -s * off[0] + c * off[1], peg[2] + phi])
 
 
 def hand_angle(theta):
@@ -292,9 +301,7 @@ class PegExpert(ManipulatorExpert):
         if target is not None:
             carried = None
             if ep.mode == "carry":
-                c, s_ = np.cos(phi_hand), np.sin(phi_hand)
-                off = peg[:2] - grasp_site
-                carried = np.array([c * off[0] + s_ * off[1], -s_ * off[0] + c * off[1], peg[2] + phi_hand])
+                carried = held_offset(q[:4], peg)
             ep.age += 1
             stale = ep.goal is None or np.linalg.norm(ep.goal[0] - target) > 0.01 or abs(wrap(ep.goal[1] - phi)) > 0.1
             if stale or not ep.plan or ep.age > P["replan"]:
@@ -307,11 +314,4 @@ class PegExpert(ManipulatorExpert):
                 ep.plan.pop(0)
             if ep.plan:
                 q_to = ep.plan[0]
-        e = joint_diff(q_to, q[:4])
-        ep.integral = np.clip(ep.integral + P["ki"] * DT * np.where(np.abs(e) < P["i_window"], e, 0.0),
-                              -P["i_limit"], P["i_limit"])
-        lim = P["max_err_carry"] if ep.mode == "carry" else P["max_err"]
-        e = np.clip(e, -lim, lim)
-        M, bias = self.dyn(q, qd)
-        tau = M @ (P["kp"] * e - P["kd"] * qd[:4]) + bias + GEAR * (ep.integral + P["kj"] * e - P["kjd"] * qd[:4])
-        return np.clip(np.concatenate([tau / GEAR, [grip]]), -1, 1)
+        return self.command(q, qd, q_to, ep, ep.mode == "carry", grip)

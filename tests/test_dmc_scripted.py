@@ -44,6 +44,17 @@ def test_inverse_kinematics_reaches_its_target():
     assert ds.ik(np.array([0.0, -1.0]), np.pi, np.zeros(4), cup, P) is None  # 1.4 m from the root: out of reach
 
 
+def test_held_offset_inverts_carried_peg():
+    from envs import dmc_scripted_peg as dp
+
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        q4, rel = rng.uniform(-3, 3, 4), np.array([*rng.uniform(-0.05, 0.05, 2), rng.uniform(-3, 3)])
+        peg = dp.carried_peg(q4, rel)
+        np.testing.assert_allclose(dp.held_offset(q4, peg), rel, atol=1e-12)
+        np.testing.assert_allclose(dp.carried_peg(q4, dp.held_offset(q4, peg)), peg, atol=1e-12)
+
+
 def test_the_expert_refuses_what_it_cannot_do():
     with pytest.raises(ValueError, match="dmc:manipulator-insert_peg, not dmc:cartpole-swingup"):
         dmc_env.scripted_expert("dmc:cartpole-swingup")
