@@ -134,7 +134,8 @@ def seeds_line(kept: List[dict]) -> str:
         left, partial = k["left_out"], k.get("families_left_out", {})
         return f"{k['draw']} {seed_text(k['seeds'])}" + (
             f" ({'seeds' if len(left) > 1 else 'seed'} {seed_text(left)} in some cells only, not read)" if left else ""
-        ) + "".join(f" ({report.display(f)}: seeds {seed_text(v) or 'none'} in every cell of it so far, not read "
+        ) + "".join(f" ({report.display(f)}: {'seed' if len(v) == 1 else 'seeds'} {seed_text(v) or 'none'} in every "
+                    f"cell of it so far, not read "
                     f"until it has the draw's seeds)" for f, v in sorted(partial.items()))
     return "Per draw, the training seeds every cell of the draw has (`--complete-seeds`): " + "; ".join(
         map(one, kept)) + "."

@@ -273,3 +273,17 @@ def test_the_chosen_budget_cell_applies_the_selection_record_to_every_seed(tmp_p
     assert one_line_error(run("scripts/budget_summary.py", "--results", *folders, "--out", str(tmp_path / "x.json"),
                               ok=False), "oilca_sel seed 0")
     assert not os.path.exists(tmp_path / "x.json")
+
+
+def test_seeds_line_counts_one_seed_as_seed():
+    import importlib.util
+
+    from conftest import ROOT
+
+    spec = importlib.util.spec_from_file_location("budget_summary", os.path.join(ROOT, "scripts", "budget_summary.py"))
+    bs = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bs)
+    line = bs.seeds_line([{"draw": "d0", "seeds": [0, 1], "left_out": [2], "families_left_out": {"lobsdice": [0]}}])
+    assert line == ("Per draw, the training seeds every cell of the draw has (`--complete-seeds`): d0 0, 1 (seed 2 in "
+                    "some cells only, not read) (LobsDICE: seed 0 in every cell of it so far, not read until it has "
+                    "the draw's seeds).")
