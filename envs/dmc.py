@@ -157,10 +157,11 @@ def load_behaviors(cfg: DMCConfig, obs_dim: int, act_dim: int, env_id: str) -> T
     for std in cfg.scripted_noise:
         if not np.isfinite(std) or std < 0:
             raise ValueError(f"--dmc.scripted-noise must be finite and >= 0, got {std}")
-        source = "dmc_scripted_peg.py" if env_id.endswith("insert_peg") else "dmc_scripted.py"
+        expert = scripted_expert(env_id, float(std), layout)
+        source = type(expert).__module__.rpartition(".")[2] + ".py"  # the file of the expert dmc_scripted.load chose
         table.append({"name": "scripted", "noise_std": float(std), "source": f"scripted controller ({source})",
                       "label": "scripted" if std == 0 else f"scripted+N(0,{std:g}²)"})
-        policies.append(scripted_expert(env_id, float(std), layout))
+        policies.append(expert)
     for path in cfg.snapshots:
         art = contract.load_snapshot(path, obs_dim, act_dim, env_id)
         table.append({"name": "snapshot", "path": path, "train_step": art.get("train_step"),
