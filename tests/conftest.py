@@ -25,6 +25,17 @@ def run(*argv, ok=True, env=None, timeout=600, unset=()):
     return proc
 
 
+def load_script(name: str):
+    """A fresh module object for `scripts/<name>.py` (the helper scripts are not a package). Fresh on every call, so a
+    test that sets a module global (e.g. findings.ROOT) leaves no trace in another test."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, "scripts", f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def one_line_error(proc, words: str) -> bool:
     """A refused input: non-zero exit and exactly one line on stderr that contains `words`."""
     lines = proc.stderr.strip().splitlines()

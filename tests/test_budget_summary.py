@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from conftest import one_line_error, run
+from conftest import load_script, one_line_error, run
 
 SEEDS = (0, 1, 2)
 
@@ -276,13 +276,7 @@ def test_the_chosen_budget_cell_applies_the_selection_record_to_every_seed(tmp_p
 
 
 def test_seeds_line_counts_one_seed_as_seed():
-    import importlib.util
-
-    from conftest import ROOT
-
-    spec = importlib.util.spec_from_file_location("budget_summary", os.path.join(ROOT, "scripts", "budget_summary.py"))
-    bs = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bs)
+    bs = load_script("budget_summary")
     line = bs.seeds_line([{"draw": "d0", "seeds": [0, 1], "left_out": [2], "families_left_out": {"lobsdice": [0]}}])
     assert line == ("Per draw, the training seeds every cell of the draw has (`--complete-seeds`): d0 0, 1 (seed 2 in "
                     "some cells only, not read) (LobsDICE: seed 0 in every cell of it so far, not read until it has "

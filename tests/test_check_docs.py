@@ -9,8 +9,7 @@ import sys
 import pytest
 
 import report
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from conftest import ROOT, load_script
 
 
 def test_hand_typed_finds_decimals_outside_generated_blocks_code_and_links():
@@ -86,10 +85,7 @@ def test_check_docs_cli_exits_non_zero_with_one_line_per_problem(tmp_path):
 
 
 def test_findings_blocks_from_the_committed_results():
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("findings", os.path.join(ROOT, "scripts", "findings.py"))
-    findings = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(findings)
+    findings = load_script("findings")
     made = findings.main(findings.Args(print=True, root=ROOT))
     assert set(made) == set(findings.BLOCKS)
     table = made["table"].splitlines()
@@ -115,10 +111,7 @@ def test_the_pages_cite_no_hand_typed_number(doc):
 
 
 def test_inline_numbers_are_generated_and_not_hand_typed(tmp_path):
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("findings", os.path.join(ROOT, "scripts", "findings.py"))
-    findings = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(findings)
+    findings = load_script("findings")
     findings.ROOT = ROOT
     line = ("OILCA <!--n: results/toy oilca train-->stale<!--/n--> against DWBC <!--n: results/toy dwbc train mean "
             "digits=1-->x<!--/n-->, gap <!--n: results/toy oilca-dwbc train-->y<!--/n-->")
@@ -134,10 +127,7 @@ def test_inline_numbers_are_generated_and_not_hand_typed(tmp_path):
 
 def test_an_inline_number_can_read_some_seeds_only():
     """seeds=0-2 (or 0,1,2): the seeds a summary reads while a row's later seeds land; the same cell as those seeds'."""
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("findings", os.path.join(ROOT, "scripts", "findings.py"))
-    findings = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(findings)
+    findings = load_script("findings")
     findings.ROOT = ROOT
     per = report.per_seed(report.load_results(os.path.join(ROOT, "results/toy")))
     assert len(per[("oilca", "train")]) == 5  # the main job's five seeds
@@ -158,10 +148,7 @@ def test_check_docs_passes_over_what_git_ignores(tmp_path):
 
 
 def test_include_blocks_copy_a_committed_table(tmp_path):
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("findings", os.path.join(ROOT, "scripts", "findings.py"))
-    findings = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(findings)
+    findings = load_script("findings")
     findings.ROOT = str(tmp_path)
     (tmp_path / "t.md").write_text("| a | 0.25 |\n")
     page = "x\n<!-- include: t.md -->\nstale 9.9\n<!-- /include -->\ny\n"
@@ -174,11 +161,8 @@ def test_include_blocks_copy_a_committed_table(tmp_path):
 
 def test_budget_row_evidence_counts_each_draws_seeds(tmp_path):
     """Draws with different seed counts read as a range (3 and 5 seeds: '3–5'), not as their integer mean."""
-    import importlib.util
     import json
-    spec = importlib.util.spec_from_file_location("findings", os.path.join(ROOT, "scripts", "findings.py"))
-    findings = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(findings)
+    findings = load_script("findings")
     cell = lambda f, m, ns: {"split": "train", "budget": 100, "family": f, "mean": m, "n": sum(ns),  # noqa: E731
                              "n_groups": len(ns), "per_draw": [{"n": n, "mean": m} for n in ns]}
     s = {"draws": ["a", "b"], "budgets": [10, 100],
@@ -193,12 +177,9 @@ def test_budget_row_evidence_counts_each_draws_seeds(tmp_path):
 
 def test_labels_row_evidence_counts_each_draws_seeds(tmp_path):
     """A label row over a draw of 5 seeds and one of 3 (a later draw under way) reads '2 × 3–5', not their mean '4'."""
-    import importlib.util
     import json
     from conftest import run
-    spec = importlib.util.spec_from_file_location("findings", os.path.join(ROOT, "scripts", "findings.py"))
-    findings = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(findings)
+    findings = load_script("findings")
     folders = [str(tmp_path / "d0"), str(tmp_path / "d1")]
     for f, n in zip(folders, (5, 3)):
         for m, v in (("oilca", 0.0), ("oilca_oracle", 4.0), ("oilca_ilid", 1.0), ("bc_exp", -1.0), ("dwbc", 2.0)):

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import augment
+from conftest import load_script
 from oilca import contract
 import envs
 
@@ -297,12 +298,7 @@ def test_runner_support_filter_wiring(tmp_path):
 
 def test_label_support_by_distance(tiny_augmented_args, tiny_dataset, tmp_path):
     """scripts/label_support.py: the rows split at distance quantiles; each bin's errors recomputed by brute force."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("label_support", os.path.join(os.path.dirname(augment.__file__),
-                                                                                 "scripts", "label_support.py"))
-    label_support = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(label_support)
+    label_support = load_script("label_support")
 
     out, table = tmp_path / "ls.json", tmp_path / "ls.md"
     res = label_support.main(label_support.Args(augmented=tiny_augmented_args.out, out=str(out), table=str(table),
