@@ -545,10 +545,12 @@ def test_a_stopped_runner_resumes_to_the_results_of_an_uninterrupted_run(local, 
     assert returns(root) == uninterrupted
 
 
-def test_sigusr1_winds_down_finishing_and_recording_the_running_job(tmp_path):
-    """SIGUSR1 while a job runs: the runner starts no other job, lets the running one finish and records it (its
-    result and ledger record), exits non-zero with one line saying how many did not start; the same command again
-    skips the finished job and runs only the rest."""
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_sigusr1_winds_down_finishing_and_recording_the_running_jobs(tmp_path, jobs):
+    """SIGUSR1 while `jobs` jobs run: the runner starts no other job, lets the running ones finish and records them
+    (their results and ledger records), exits non-zero with one line saying how many did not start; the same command
+    again skips the finished jobs and runs only the rest. With --jobs 2 the signal arrives while the runner's main
+    thread waits on two jobs at once."""
     import signal
     import subprocess
     import sys
@@ -560,11 +562,16 @@ def test_sigusr1_winds_down_finishing_and_recording_the_running_job(tmp_path):
                       f"sys.argv[0] = {os.path.join(ROOT, 'train_bc.py')!r}\n"
                       f"sys.path.insert(0, {ROOT!r})\nrunpy.run_path(sys.argv[0], run_name='__main__')\n")
     root = tmp_path / "root"
-    argv = [sys.executable, "runner.py", "--root", str(root), "--methods", f"gated={script}", "--seeds", "0", "1",
+    seeds = [str(s) for s in range(jobs + 1)]  # `jobs` of them start at once; the last one waits for a free slot
+    argv = [sys.executable, "runner.py", "--root", str(root), "--methods", f"gated={script}", "--seeds", *seeds,
             "--steps", "20", "--no-references", "--fig5-ratios", f"--collect-flags={TINY['collect_flags']}",
-            f"--train-flags={TINY['train_flags']}", "--ledger", "--jobs", "1"]
+            f"--train-flags={TINY['train_flags']}", "--ledger", "--jobs", str(jobs)]
     first = start_until(argv, started)
     try:
+        deadline = time.time() + 60
+        while started.read_text().count("x") < jobs and time.time() < deadline:
+            time.sleep(0.1)
+        assert started.read_text().count("x") == jobs  # every slot busy before the signal
         first.send_signal(signal.SIGUSR1)
         time.sleep(1.0)
         go.touch()
@@ -574,15 +581,17 @@ def test_sigusr1_winds_down_finishing_and_recording_the_running_job(tmp_path):
             first.kill()
     lines = err.strip().splitlines()
     assert first.returncode == 1 and lines[-1].startswith("error: the runner got SIGUSR1"), (out, err)
-    assert "none of the other 2" in lines[-1]  # gated_s1 and the report
-    assert started.read_text().count("x") == 1  # gated_s1 never started
-    res = root / "results" / "toy"
-    assert (res / "gated_s0_train.json").exists() and not (res / "gated_s1_train.json").exists()
-    assert (res / "ledger").is_dir() and any("gated_s0" in p.name for p in (res / "ledger").iterdir())
+    assert "none of the other 2" in lines[-1]  # the last seed's job and the report
+    assert started.read_text().count("x") == jobs  # the last seed never started
+    res, last = root / "results" / "toy", seeds[-1]
+    assert not (res / f"gated_s{last}_train.json").exists()
+    for s in seeds[:-1]:
+        assert (res / f"gated_s{s}_train.json").exists()
+        assert any(f"gated_s{s}" in p.name for p in (res / "ledger").iterdir())
     again = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert again.returncode == 0, again.stderr
-    assert "[skip] gated_s0" in again.stdout and "[start] gated_s1" in again.stdout
-    assert (res / "gated_s1_train.json").exists()
+    assert all(f"[skip] gated_s{s}" in again.stdout for s in seeds[:-1]) and f"[start] gated_s{last}" in again.stdout
+    assert (res / f"gated_s{last}_train.json").exists()
 
 
 @pytest.mark.parametrize("kw, words", [
