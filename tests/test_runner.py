@@ -460,15 +460,17 @@ def test_solo_jobs_run_with_no_other_job_beside_them(monkeypatch):
     assert any(others for n, others in grid(()) if n.startswith("augment"))  # without --solo they share
 
 
-def start_until(argv, path, timeout=120):
-    """A runner started with `argv` (in the repo), once `path` exists (one of its jobs made it); a runner that ends or
-    times out first is an assertion error with its output."""
+def start_until(argv, path, timeout=120, lines=1):
+    """A runner started with `argv` (in the repo), once `path` exists (one of its jobs made it) and holds at least
+    `lines` lines (one per job that started); a runner that ends or times out first is an assertion error with its
+    output."""
     import subprocess
     proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + timeout
-    while not path.exists() and time.time() < deadline and proc.poll() is None:
+    made = lambda: path.exists() and len(path.read_text().splitlines()) >= lines  # noqa: E731
+    while not made() and time.time() < deadline and proc.poll() is None:
         time.sleep(0.2)
-    if not path.exists():
+    if not made():
         if proc.poll() is None:
             proc.kill()
         raise AssertionError(proc.communicate(timeout=30))
@@ -566,12 +568,9 @@ def test_sigusr1_winds_down_finishing_and_recording_the_running_jobs(tmp_path, j
     argv = [sys.executable, "runner.py", "--root", str(root), "--methods", f"gated={script}", "--seeds", *seeds,
             "--steps", "20", "--no-references", "--fig5-ratios", f"--collect-flags={TINY['collect_flags']}",
             f"--train-flags={TINY['train_flags']}", "--ledger", "--jobs", str(jobs)]
-    first = start_until(argv, started)
+    first = start_until(argv, started, lines=jobs)  # every slot busy before the signal
     try:
-        deadline = time.time() + 60
-        while started.read_text().count("x") < jobs and time.time() < deadline:
-            time.sleep(0.1)
-        assert started.read_text().count("x") == jobs  # every slot busy before the signal
+        assert started.read_text().count("x") == jobs
         first.send_signal(signal.SIGUSR1)
         time.sleep(1.0)
         go.touch()
