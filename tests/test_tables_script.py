@@ -27,8 +27,8 @@ def test_causalworld_sources_per_task_and_table7_feature_sets():
     assert ("--out data/cw_creative_stacked_blocks_t5.npz --seed 0 --cw.episodes 600 --expert-episodes 14 "
             "--cw.expert scripted") in out.stdout  # its fixed structure (cw_env.STRUCTURES) with the scripted source
     assert out.stdout.count("runner: jobs named augment* oilca* run alone (--solo)") == 2  # towers and general
-    out = tables("cw", "--dry-run", tasks="stacked_blocks")  # its ~20 GB dataset stored to be memory-mapped
-    assert "--cw.expert scripted --cw.episode-len 4166 --uncompressed" in out.stdout, out.stderr
+    out = tables("cw", "--dry-run", tasks="stacked_blocks")  # 834-step episodes, stored to be memory-mapped
+    assert "--cw.expert scripted --cw.episode-len 834 --uncompressed" in out.stdout, out.stderr
     out = tables("cw", "--dry-run", tasks="pushing")  # no --solo (an empty array under set -u still runs)
     assert out.returncode == 0 and "run alone" not in out.stdout and "cw_pushing_t5.npz" in out.stdout, out.stderr
     out = tables("table7", "--dry-run", tasks="picking")
