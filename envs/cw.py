@@ -861,23 +861,18 @@ class Args:
     """also measure uniform-random actions"""
     seed: int = 10_000
     """evaluation seed"""
-    episode_len: Optional[int] = None
-    """steps per episode (default: the task's own length, default_episode_len; e.g. a row collected with a shorter
-    `--cw.episode-len`)"""
     out: Optional[str] = None
     """optional JSON file for the numbers"""
 
 
 def main(args: Args) -> list:
-    if args.episode_len is not None and args.episode_len < 1:
-        raise SystemExit(f"--episode-len must be at least 1, got {args.episode_len}")
     rows = []
     for task in args.tasks:
         env = make_env(task, args.seed)
         spec = {"env_id": f"cw:{task}", "obs_dim": int(env.observation_space.shape[0]),
                 "spaces": feature_spaces(env, task, ARENA_FEATURES),
-                "env_config": {"task": task, "skip_frame": 3, "expert": args.expert,
-                               "episode_len": args.episode_len or default_episode_len(env)}}
+                "env_config": {"task": task, "skip_frame": 3, "episode_len": default_episode_len(env),
+                               "expert": args.expert}}
         env.close()
         for kind in ("expert", "random") if args.random else ("expert",):
             for split in args.space:
@@ -892,15 +887,13 @@ def main(args: Args) -> list:
                     res = rollout(spec, policy, split, [], args.episodes, args.seed)
                 dt = time.time() - t0
                 row = {"task": task, "policy": kind, "expert": args.expert, "space": split, "episodes": args.episodes,
-                       "episode_len": spec["env_config"]["episode_len"],
                        "mean_success": float(res["success"].mean()), "min_success": float(res["success"].min()),
                        "mean_return": float(res["returns"].mean()), "std_return": float(res["returns"].std()),
                        "steps_per_s": args.episodes * spec["env_config"]["episode_len"] / dt}
                 rows.append(row)
                 print(f"{task:<15} {kind:<7} space {split}: fractional success {row['mean_success']:.3f} "
                       f"(min {row['min_success']:.3f}), return {row['mean_return']:.2f} ± {row['std_return']:.2f} "
-                      f"over {args.episodes} episodes of {row['episode_len']} steps, "
-                      f"{row['steps_per_s']:.0f} env steps/s", flush=True)
+                      f"over {args.episodes} episodes, {row['steps_per_s']:.0f} env steps/s", flush=True)
     if args.out:
         contract.save_json(args.out, rows)
     return rows

@@ -53,7 +53,7 @@ if [ "$which" != cw ] && [ "$which" != table7 ]; then for t in ${TASKS:-$DMC}; d
   run "dmc:$t" "${extra[@]}" "$@"
 done; fi
 # CausalWorld tasks without a shipped expert: the scripted pick-and-place source (docs/causalworld.md); stacked_blocks
-# at an 834-step limit (its default episode is 29,166 steps; a deviation: 35 blocks step at about 46 env steps/s here,
+# at an 834-step limit (its default episode is 29,166 steps; a deviation: 35 blocks step at about 67 env steps/s here,
 # docs/causalworld.md "What a row costs"); general and creative_stacked_blocks on their fixed
 # structures (cw_env.STRUCTURES; creative_stacked_blocks: 3 blocks, 2,500 steps, 1.5 M transitions of 101 dims);
 # stacked_blocks stored uncompressed (--uncompressed: memory-mapped, docs/contract.md; 2 GB of observations at 834

@@ -267,17 +267,3 @@ def test_uncompressed_collection_keeps_observations_on_disk_with_the_same_arrays
     os.remove(out)
     collect_data.main(args)
     assert open(out, "rb").read() == first
-
-
-def test_expert_check_cli_episode_len(tmp_path):
-    """`python envs/cw.py --episode-len N` measures episodes of N steps (a row collected with --cw.episode-len);
-    a length below 1 is refused before any env is built."""
-    out = str(tmp_path / "check.json")
-    rows = cw_env.main(cw_env.Args(tasks=("pushing",), episodes=2, random=True, episode_len=5, out=out))
-    assert [(r["policy"], r["episode_len"], r["episodes"]) for r in rows] == [("expert", 5, 2), ("random", 5, 2)]
-    assert json.load(open(out)) == rows
-    default = cw_env.main(cw_env.Args(tasks=("reaching",), episodes=1, episode_len=None))
-    assert default[0]["episode_len"] == 416  # the task's own length when not given
-    with pytest.raises(SystemExit, match="--episode-len must be at least 1"):
-        cw_env.main(cw_env.Args(tasks=("pushing",), episode_len=0, out=str(tmp_path / "no.json")))
-    assert not os.path.exists(tmp_path / "no.json")
