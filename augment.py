@@ -72,7 +72,7 @@ from oilca import cli
 from oilca import contract
 import envs
 from oilca.ivae import load_ivae
-from training.policy import Actor, Normalizer, artifact, bc_loss, check_dims
+from training.policy import ACT_EPS, Actor, Normalizer, artifact, bc_loss, check_dims
 
 
 MAX_RATIO = 100.0  # --ratio above this would multiply D_U a hundredfold: refused as a typo
@@ -123,6 +123,10 @@ class Args:
     """BC minibatch size"""
     hidden: int = 256
     """hidden width of the sampler"""
+    act_eps: float = ACT_EPS
+    """the sampler's (and ensemble members') likelihood clips actions to ±(1 - act_eps), as the trainers' --act-eps
+    (CausalWorld's rows train with 1e-2, and the runner passes it here too; 1e-6 makes its ±1 expert actions
+    targets of ±7.25, and the policies it trains fail)"""
     threads: int = 1
     """torch CPU threads"""
 
@@ -163,10 +167,12 @@ def policy_facts(art: dict) -> dict:
 def recorded(args: Args) -> dict:
     """The arguments as written into the dataset and the sampler artifacts. The support filter's flags appear only
     where it is on, so a dataset made without it is byte-identical to one made before the flag existed (a runner
-    study's finished jobs stay up to date)."""
+    study's finished jobs stay up to date); so does --act-eps at its default."""
     rec = asdict(args)
     if args.support_keep == 1.0:
         del rec["support_keep"], rec["support_reference"]
+    if args.act_eps == ACT_EPS:  # likewise for the sampler's action clip at its default
+        del rec["act_eps"]
     return rec
 
 
@@ -224,7 +230,7 @@ def train_sampler(obs: np.ndarray, act: np.ndarray, meta: dict, args: Args, seed
     rng = np.random.default_rng(seed)
     norm = Normalizer(obs, meta["action_low"], meta["action_high"])
     obs_t, act_t = torch.as_tensor(norm.obs(obs)), torch.as_tensor(norm.act(act))
-    actor = Actor(meta["obs_dim"], meta["act_dim"], args.hidden)
+    actor = Actor(meta["obs_dim"], meta["act_dim"], args.hidden, act_eps=args.act_eps)
     opt = torch.optim.Adam(actor.parameters(), lr=args.sampler_lr, weight_decay=5e-3)
     for step in range(1, args.sampler_steps + 1):
         idx = torch.as_tensor(rng.integers(0, len(obs_t), args.batch_size))
@@ -300,7 +306,7 @@ def augment(args: Args, spill_folder: Spill) -> dict:
     checks.fields(args, ratio=checks.Real(0, MAX_RATIO), seed=checks.SEED, sampler_steps=checks.COUNT,
                   sampler_lr=checks.RATE, batch_size=checks.COUNT, hidden=checks.COUNT, threads=checks.COUNT,
                   ensemble_size=checks.Int(2, 100), ensemble_keep=checks.Real(0.01, 1.0),
-                  support_keep=checks.Real(0.01, 1.0), support_reference=checks.COUNT)
+                  support_keep=checks.Real(0.01, 1.0), support_reference=checks.COUNT, act_eps=checks.OPEN_UNIT)
     uses_ivae = args.mode in ("counterfactual", "reconstruct")
     uses_sampler = args.mode != "expert_data" and args.labels == "sampler"  # else nothing is trained or loaded
     ensemble = args.labels == "ensemble"

@@ -208,7 +208,8 @@ class Args:
     sac_steps: Optional[int] = None
     """dmc: SAC env steps of the behaviour run (200000, one update every 2 steps)"""
     act_eps: Optional[float] = None
-    """--act-eps of every trainer but BCND (cw: 0.01; others: the trainers' default)"""
+    """--act-eps of every trainer but BCND, and of the samplers augment.py trains (the ensemble's members, the
+    authors' variant's own sampler) (cw: 0.01; others: the trainers' default)"""
     collect_flags: str = ""
     """more collect_data.py flags as one string, e.g. --collect-flags="--toy.n-classes 2 --toy.env.episode-len 20" """
     ivae_flags: str = ""
@@ -444,6 +445,7 @@ def build(args: Args, p: dict) -> List[Job]:
     data = path("data", slug + ".npz")
     cuda = ["--cuda"] if args.gpus > 0 else []
     threads = ["--threads", args.threads]  # torch threads of every job that takes them
+    sampler_eps = ["--act-eps", args.act_eps] if args.act_eps is not None else []  # a sampler augment.py trains
     tb = ["--tensorboard"] if args.tensorboard else []  # logging flags: given only when asked for
     track = ["--track"] if args.track else []
     jobs: List[Job] = []
@@ -664,7 +666,7 @@ def build(args: Args, p: dict) -> List[Job]:
             outputs = [aug(m, r, seed)]
             if v.get("own_sampler"):
                 outputs.append(path(runs, f"sampler_{m}_r{r}_s{seed}", "policy.pt"))
-                argv += ["--sampler-out", outputs[-1]]
+                argv += ["--sampler-out", outputs[-1], *sampler_eps]
             add(name, "augment", argv, inputs, outputs)
     for (m, seed), rs in wanted.items():
         for r in rs:
@@ -769,8 +771,8 @@ def build(args: Args, p: dict) -> List[Job]:
                         "--ensemble-size", args.ens_size, "--ensemble-keep", q, "--sampler-steps", args.steps,
                         "--ratio", r, "--seed", seed,
                         "--out", out, *threads]
-                if i == 0:
-                    add(f"augment{prefix}_ens_q{q}_r{r}_s{seed}", "labels", argv + ["--sampler-out", members],
+                if i == 0:  # the members train as BC-exp does, with its --act-eps
+                    add(f"augment{prefix}_ens_q{q}_r{r}_s{seed}", "labels", argv + ["--sampler-out", members, *sampler_eps],
                         [dataset, ivae_ckpt], [out] + member_files)
                 else:
                     add(f"augment{prefix}_ens_q{q}_r{r}_s{seed}", "labels", argv + ["--ensemble-members", *member_files],

@@ -46,6 +46,29 @@ def test_ensemble_labels_are_the_members_mean(ensemble, tiny_dataset):
     assert not np.allclose(acts[0], acts[1])
 
 
+def test_samplers_train_with_the_given_act_eps(tiny_dataset, tmp_path):
+    """--act-eps reaches the actor of the sampler and of every ensemble member (CausalWorld trains BC-exp, the
+    sampler it stands for, with 0.01; members trained at the default 1e-6 collapsed there), is recorded where it is not
+    the default, and an out-of-range value is refused with nothing written."""
+    data = envs.load_dataset(tiny_dataset)
+    rows = np.flatnonzero(data["expert"])
+    args = augment.Args(sampler_steps=2, hidden=8, act_eps=0.25)
+    actor, _, _ = augment.train_sampler(data["observations"][rows], data["actions"][rows], data["metadata"], args)
+    assert actor.act_eps == 0.25
+    assert augment.recorded(args)["act_eps"] == 0.25 and "act_eps" not in augment.recorded(augment.Args())
+    with pytest.raises(ValueError, match="--act-eps"):
+        augment.main(augment.Args(dataset=tiny_dataset, out=str(tmp_path / "x.npz"), act_eps=0.0,
+                                  sampler_out=str(tmp_path / "s" / "policy.pt")))
+    assert not list(tmp_path.iterdir())
+
+
+def test_ensemble_members_record_their_act_eps(tiny_dataset, tiny_ivae, tmp_path):
+    args, aug = run(tiny_dataset, tiny_ivae, tmp_path, "eps", labels="ensemble", ensemble_size=2, act_eps=0.01)
+    for k in range(2):
+        assert contract.load_policy(augment.member_path(args.sampler_out, k))["train_args"]["act_eps"] == 0.01
+    assert aug["metadata"]["augmentation"]["sampler_facts"]["kind"] == "ensemble_sampler_bc_exp"
+
+
 def test_bootstrap_draws_whole_episodes_with_replacement():
     data = {"episode_ids": np.repeat(np.arange(6), 4)}
     exp_rows = np.flatnonzero(data["episode_ids"] < 5)  # episodes 0-4 are D_E
@@ -156,6 +179,7 @@ def test_runner_label_sources_end_to_end(tmp_path):
     cmd = {j["name"]: j["command"] for j in out["jobs"]}
     assert "--ensemble-keep 1.0" in cmd["augment_ens_q1.0_r0.5_s0"] and "--sampler-out" in cmd["augment_ens_q1.0_r0.5_s0"]
     assert "--ensemble-members" in cmd["augment_ens_q0.5_r0.5_s0"]
+    assert "--act-eps" not in cmd["augment_ens_q1.0_r0.5_s0"]  # the toy's trainers keep their default
     assert "oilca_s0/policy.pt" in cmd["augment_round2_r0.5_s0"]  # round 2 labelled by plain OILCA's policy
     assert "ivae_cv2_f1/ivae.pt" in cmd["augment_cv2_f1_ens_q1.0_r0.5_s0"]  # the fold's own iVAE
     assert "lsel_oilca_f0_s0/policy.pt" in cmd["augment_cv2_f0_round2_r0.5_s0"]

@@ -205,6 +205,9 @@ def test_dmc_and_cw_presets(two_cores):
     assert "--cw.episodes 600" in cw["collect"] and "--restarts 2 --no-compare" in cw["ivae"]
     assert "--eval-every 0 --eval-episodes 1 --act-eps 0.01 --threads 1" in cw["dwbc_s1"]
     assert "--act-eps" not in cw["bcnd_s1"]
+    labels = commands(benchmark="cw:pushing", methods=("oilca_ens",), seeds=(0,), ens_keeps=(1.0, 0.5))
+    assert labels["augment_ens_q1.0_r0.5_s0"].endswith("--sampler-out runs/cw_pushing/ensemble_s0/policy.pt --act-eps 0.01")
+    assert "--act-eps" not in labels["augment_ens_q0.5_r0.5_s0"]  # it loads the members the first one trained
     assert "--split A B --episodes 10" in cw["reference_expert"]
 
 
