@@ -206,12 +206,22 @@ BUDGET_DMC = (("cartpole-swingup", "results/dmc_cartpole-swingup_t5study_summary
               ("walker-walk", "results/dmc_walker-walk_t5study_summary.json"))
 # the label study's rows on other benchmarks (scripts/label_study.sh with BENCH=...), counted where their summary exists
 LABEL_ROWS = (("cartpole-swingup", "results/dmc_cartpole-swingup_labels_summary.json"),
-              ("walker-walk", "results/dmc_walker-walk_labels_summary.json"))
+              ("walker-walk", "results/dmc_walker-walk_labels_summary.json"),
+              ("CausalWorld pushing", "results/cw_pushing_labels_summary.json"),
+              ("CausalWorld picking", "results/cw_picking_labels_summary.json"))
 
 
 def committed(rows: tuple) -> list:
     """The (task, summary path) rows of BUDGET_DMC or LABEL_ROWS whose summary is committed."""
     return [(task, path) for task, path in rows if os.path.isfile(os.path.join(ROOT, path))]
+
+
+def summary_splits(path: str) -> list:
+    """The splits a summary JSON under ROOT reports (toy: train and heldout, of which the table shows train;
+    DeepMind Control: train; CausalWorld: A and B)."""
+    with open(os.path.join(ROOT, path)) as f:
+        splits = json.load(f)["splits"]
+    return ["train"] if "train" in splits else list(splits)
 
 
 def draws_words(path: str) -> str:
@@ -221,21 +231,22 @@ def draws_words(path: str) -> str:
     return "one data draw" if n == 1 else f"{n} data draws"
 
 
-def labels_row(label: str, path: str) -> dict:
+def labels_row(label: str, path: str, split: str = "train") -> dict:
+    """The findings row of a label study's summary on one split (CausalWorld: space A or B)."""
     with open(os.path.join(ROOT, path)) as f:
         s = json.load(f)
-    best_base = s["best_baseline"]["train"]
+    best_base = s["best_baseline"][split]
     n_draws = len(s["draws"])
-    full = [r for r in s["rows"] if r["split"] == "train" and r["return"].get("n_groups", 1) == n_draws]
+    full = [r for r in s["rows"] if r["split"] == split and r["return"].get("n_groups", 1) == n_draws]
     above = [r for r in full if r["method"] in s["sources"] and r.get("minus_best") and r["minus_best"].get("ci")
              and r["minus_best"]["ci"][0] > 0]  # the oracle's row (the ceiling) is not a label source
     ret = {r["method"]: r["return"] for r in full}  # a row on fewer draws than the summary's is left out
     n_seeds = [p["n"] for r in full for p in r.get("per_draw") or [] if p]  # each draw's seeds (draws may differ)
     steps = []
     for folder in s["inputs"]["results"]:
-        steps += folder_cells(folder, "train", ("oilca",)).get("oilca", {}).get("steps", [])
+        steps += folder_cells(folder, split, ("oilca",)).get("oilca", {}).get("steps", [])
     baselines = ("bc_exp", "bc_all", "dwbc", "oril", "lobsdice", "bcnd", "iswbc", "ilid")  # label_summary's
-    bases = [m for m in baselines if all((m, "train") in seed_scores(f)["return"] for f in s["inputs"]["results"])]
+    bases = [m for m in baselines if all((m, split) in seed_scores(f)["return"] for f in s["inputs"]["results"])]
     among = f"{name(best_base)}, the best of {', '.join(name(m) for m in bases)}"
     verdict = (f"above {among} (paired gap's interval above 0): " + "; ".join(name(a["method"]) for a in above)) \
         if above else f"no label source above {among}"
@@ -260,8 +271,9 @@ def table_block() -> str:
                           "train"),
         labels_row("Label sources, toy (3 draws of the main data)", "results/toy_main_labels_summary.json"),
         labels_row("Label sources, toy (label-study data, 3 draws)", "results/toy_labels_summary.json"),
-    ] + [labels_row(f"Label sources, {task} (Table 5 size, {draws_words(path)})", path)
-         for task, path in committed(LABEL_ROWS)]
+    ] + [labels_row(f"Label sources, {task} (Table 5 size, {draws_words(path)})"
+                    + ("" if split == "train" else f", {SPLIT_WORDS[split]}"), path, split)
+         for task, path in committed(LABEL_ROWS) for split in summary_splits(path)]
     lines = ["| benchmark | the paper's order OILCA > DWBC > BC-exp | OILCA's rank | best column | evidence: draws × "
              "seeds × steps |", "|---|---|---|---|---|"]
     for r in rows:

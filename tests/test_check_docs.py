@@ -193,3 +193,29 @@ def test_labels_row_evidence_counts_each_draws_seeds(tmp_path):
     run("scripts/label_summary.py", "--results", *folders, "--out", out, "--resamples", "200")
     row = findings.labels_row("x", out)
     assert row["evidence"] == "2 × 3–5 × 5,000" and row["best"] == "DWBC"
+
+
+def test_labels_row_of_a_causalworld_study_reads_each_space(tmp_path):
+    """A CausalWorld label study reports spaces A and B (no 'train' split): the findings table gets a row per space,
+    each with that space's best baseline and ranks."""
+    import json
+    from conftest import run
+    findings = load_script("findings")
+    folder = str(tmp_path / "cw_x_labels")
+    os.makedirs(folder)
+    # DWBC is the best baseline in space A, BC-exp in space B; OILCA with ILID's labels is above both in A only
+    for m, a, b in (("oilca", 0.0, 0.0), ("oilca_oracle", 4.0, 4.0), ("oilca_ilid", 3.0, 0.5), ("bc_exp", -1.0, 2.0),
+                    ("dwbc", 1.0, 1.0)):
+        for i in range(3):
+            for split, v in (("A", a), ("B", b)):
+                x = v + 0.01 * i
+                with open(os.path.join(folder, f"{m}_s{i}_{split}.json"), "w") as fh:
+                    json.dump({"method": m, "seed": i, "split": split, "env": "cw:pushing", "returns": [x, x],
+                               "mean_return": x, "train_args": {"total_steps": 5000}}, fh)
+    out = str(tmp_path / "s.json")
+    run("scripts/label_summary.py", "--results", folder, "--out", out, "--resamples", "200")
+    assert findings.summary_splits(out) == ["A", "B"]
+    a, b = (findings.labels_row("x", out, split) for split in ("A", "B"))
+    assert a["order"].startswith("above DWBC") and a["order"].endswith("OILCA, ILID labels") and a["best"] == "OILCA, ILID labels"
+    assert b["order"].startswith("no label source above BC-exp") and b["best"] == "BC-exp"
+    assert a["evidence"] == b["evidence"] == "1 × 3 × 5,000"
