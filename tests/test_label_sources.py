@@ -62,8 +62,18 @@ def test_samplers_train_with_the_given_act_eps(tiny_dataset, tmp_path):
     assert not list(tmp_path.iterdir())
 
 
-def test_ensemble_members_record_their_act_eps(tiny_dataset, tiny_ivae, tmp_path):
+def test_ensemble_members_train_and_record_their_act_eps(tiny_dataset, tiny_ivae, tmp_path, monkeypatch):
+    """Every member's actor is built with --act-eps (captured as augment.py builds it), and its artifact records it."""
+    built = []
+
+    class Capture(augment.Actor):
+        def __init__(self, *a, **kw):
+            super().__init__(*a, **kw)
+            built.append(self.act_eps)
+
+    monkeypatch.setattr(augment, "Actor", Capture)
     args, aug = run(tiny_dataset, tiny_ivae, tmp_path, "eps", labels="ensemble", ensemble_size=2, act_eps=0.01)
+    assert built == [0.01, 0.01]  # one actor per member, each with the clip
     for k in range(2):
         assert contract.load_policy(augment.member_path(args.sampler_out, k))["train_args"]["act_eps"] == 0.01
     assert aug["metadata"]["augmentation"]["sampler_facts"]["kind"] == "ensemble_sampler_bc_exp"

@@ -208,6 +208,10 @@ def test_dmc_and_cw_presets(two_cores):
     labels = commands(benchmark="cw:pushing", methods=("oilca_ens",), seeds=(0,), ens_keeps=(1.0, 0.5))
     assert labels["augment_ens_q1.0_r0.5_s0"].endswith("--sampler-out runs/cw_pushing/ensemble_s0/policy.pt --act-eps 0.01")
     assert "--act-eps" not in labels["augment_ens_q0.5_r0.5_s0"]  # it loads the members the first one trained
+    authors = commands(benchmark="cw:pushing", methods=("oilca_authors",), seeds=(0,))  # its own sampler
+    assert authors["augment_oilca_authors_r0.5_s0"].endswith(
+        "--sampler-out runs/cw_pushing/sampler_oilca_authors_r0.5_s0/policy.pt --act-eps 0.01")
+    assert "--act-eps" not in commands(methods=("oilca_authors",), seeds=(0,))["augment_oilca_authors_r0.5_s0"]  # toy
     assert "--split A B --episodes 10" in cw["reference_expert"]
 
 
