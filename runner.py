@@ -445,7 +445,8 @@ def build(args: Args, p: dict) -> List[Job]:
     data = path("data", slug + ".npz")
     cuda = ["--cuda"] if args.gpus > 0 else []
     threads = ["--threads", args.threads]  # torch threads of every job that takes them
-    sampler_eps = ["--act-eps", args.act_eps] if args.act_eps is not None else []  # a sampler augment.py trains
+    sampler_eps = ["--act-eps", args.act_eps] if args.act_eps is not None else []  # every trainer but BCND, and a
+    # sampler augment.py trains
     tb = ["--tensorboard"] if args.tensorboard else []  # logging flags: given only when asked for
     track = ["--track"] if args.track else []
     jobs: List[Job] = []
@@ -546,7 +547,7 @@ def build(args: Args, p: dict) -> List[Job]:
         argv += ["--final-eval-episodes", args.episodes, "--final-eval", result, *p["eval_flags"]] if evals else \
             ["--eval-every", 0, "--eval-episodes", 0]
         base = os.path.basename(script)
-        argv += (["--act-eps", args.act_eps] if args.act_eps is not None and base != "train_bcnd.py" else [])
+        argv += sampler_eps if base != "train_bcnd.py" else []  # the trainers' likelihood clip, as the samplers
         argv += threads + list(p["script_flags"].get(base, ()))
         if on_fast and cuda and "--adaptive-eta" not in flags:
             argv += ["--cuda-graph"]  # the same steps, replayed as CUDA graphs (about 6x faster on an H100)
@@ -1041,6 +1042,7 @@ def execute(job: Job) -> dict:
     if job.recheck and up_to_date(job):
         return {"name": job.name, "ok": True, "rc": 0, "start": start, "end": time.time(), "unchanged": True}
     code = code_digest(job)  # the code as the job starts: an edit while it runs leaves it stale
+    other: List[str] = []  # a job made again whose outputs differ from its ledger record's
     try:
         for f in [job.log, job.record, *job.outputs]:
             os.makedirs(os.path.dirname(at(f)), exist_ok=True)
@@ -1066,16 +1068,16 @@ def execute(job: Job) -> dict:
                 print(f"runner: exit {rc}", file=log)
             other = [f for f in (job.regen or {}) if rc == 0 and file_state(f)["sha256"] != job.regen[f]]
             if other:  # made again for a job that needs it: the kept results below rest on the recorded bytes
-                rc = (f"0 but {other[0]} differs from its ledger record {job.ledger} (another machine's floats?): "
-                      f"the kept results below it rest on the recorded bytes; the same command again redoes them here")
-                print(f"runner: exit {rc}", file=log)
+                print(f"runner: {other[0]} differs from its ledger record {job.ledger}", file=log)
         if rc == 0:
             rec = {"argv": job.argv, "env": job.env, "code": code, "inputs": {i: file_state(i) for i in job.inputs},
                    "outputs": {o: file_state(o) for o in job.outputs},
                    "seconds": round(time.time() - start, 2),
                    "finished": datetime.datetime.now().isoformat(timespec="seconds")}
             contract.save_text(at(job.record), json.dumps(rec, indent=1) + "\n")
-            if job.ledger and job.regen is None:  # what a fresh clone needs to keep it: digests, no mtimes
+            # what a fresh clone needs to keep it: digests, no mtimes; a job made again that gave other bytes than
+            # its ledger record is this machine's run now (recorded here and in the ledger, so it is not run again)
+            if job.ledger and (job.regen is None or other):
                 sha = lambda d: {f: v["sha256"] for f, v in d.items()}  # noqa: E731
                 entry = {**rec, "inputs": sha(rec["inputs"]), "outputs": sha(rec["outputs"]),
                          "machine": contract.machine()}
@@ -1083,6 +1085,10 @@ def execute(job: Job) -> dict:
                 contract.save_text(at(job.ledger), json.dumps(entry, indent=1) + "\n")
     except OSError as e:
         rc = f"{type(e).__name__}: {e}"
+    if rc == 0 and other:  # the grid stops here: nothing below may mix results made from two different upstream files
+        rc = (f"0 but {other[0]} differs from its ledger record {job.ledger} (another machine's floats?): the kept "
+              f"results below it rest on the recorded bytes; this run is recorded (its ledger record too), so the same "
+              f"command again runs every job below it here, not this one")
     return {"name": job.name, "ok": rc == 0, "rc": rc, "start": start, "end": time.time()}
 
 

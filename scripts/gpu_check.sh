@@ -3,7 +3,8 @@
 # 200k-step budget on the DeepMind Control cartpole-swingup data, each method as one process of 5 batched replicas,
 # and print replica-updates/s for 1 and 5 replicas next to this project's CPU figure. It builds nothing it can take
 # from disk: the datasets are made beforehand on a CPU (scripts/gpu_check_data.sh) and copied along (about 20 MB).
-# Policies are evaluated afterwards where dm_control is installed (the GPU machine needs only torch, numpy, tyro):
+# Policies are evaluated afterwards where dm_control is installed (the GPU machine needs only torch, tyro and
+# numpy<2, the pinned 1.26.4):
 #   .venv/bin/python evaluate.py --policy OUT/dwbc_s0/policy.pt --episodes 30 --out results/gpu_check/dwbc_s0_{split}.json
 # Usage: bash scripts/gpu_check.sh DATA_DIR OUT_DIR
 # Knobs: PY (python3), DEVICE (cuda; cpu for a smoke run), STEPS (200000), SEEDS ("0 1 2 3 4"), BENCH (1: run
