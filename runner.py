@@ -445,7 +445,7 @@ def build(args: Args, p: dict) -> List[Job]:
     data = path("data", slug + ".npz")
     cuda = ["--cuda"] if args.gpus > 0 else []
     threads = ["--threads", args.threads]  # torch threads of every job that takes them
-    sampler_eps = ["--act-eps", args.act_eps] if args.act_eps is not None else []  # every trainer but BCND, and a
+    act_eps = ["--act-eps", args.act_eps] if args.act_eps is not None else []  # every trainer but BCND, and a
     # sampler augment.py trains
     tb = ["--tensorboard"] if args.tensorboard else []  # logging flags: given only when asked for
     track = ["--track"] if args.track else []
@@ -547,7 +547,7 @@ def build(args: Args, p: dict) -> List[Job]:
         argv += ["--final-eval-episodes", args.episodes, "--final-eval", result, *p["eval_flags"]] if evals else \
             ["--eval-every", 0, "--eval-episodes", 0]
         base = os.path.basename(script)
-        argv += sampler_eps if base != "train_bcnd.py" else []  # the trainers' likelihood clip, as the samplers
+        argv += act_eps if base != "train_bcnd.py" else []  # the trainers' likelihood clip, as the samplers'
         argv += threads + list(p["script_flags"].get(base, ()))
         if on_fast and cuda and "--adaptive-eta" not in flags:
             argv += ["--cuda-graph"]  # the same steps, replayed as CUDA graphs (about 6x faster on an H100)
@@ -667,7 +667,7 @@ def build(args: Args, p: dict) -> List[Job]:
             outputs = [aug(m, r, seed)]
             if v.get("own_sampler"):
                 outputs.append(path(runs, f"sampler_{m}_r{r}_s{seed}", "policy.pt"))
-                argv += ["--sampler-out", outputs[-1], *sampler_eps]
+                argv += ["--sampler-out", outputs[-1], *act_eps]
             add(name, "augment", argv, inputs, outputs)
     for (m, seed), rs in wanted.items():
         for r in rs:
@@ -773,7 +773,7 @@ def build(args: Args, p: dict) -> List[Job]:
                         "--ratio", r, "--seed", seed,
                         "--out", out, *threads]
                 if i == 0:  # the members train as BC-exp does, with its --act-eps
-                    add(f"augment{prefix}_ens_q{q}_r{r}_s{seed}", "labels", argv + ["--sampler-out", members, *sampler_eps],
+                    add(f"augment{prefix}_ens_q{q}_r{r}_s{seed}", "labels", argv + ["--sampler-out", members, *act_eps],
                         [dataset, ivae_ckpt], [out] + member_files)
                 else:
                     add(f"augment{prefix}_ens_q{q}_r{r}_s{seed}", "labels", argv + ["--ensemble-members", *member_files],

@@ -5,7 +5,8 @@
 # (--checkpoints 5000 20000 50000 100000). First, the same DWBC step eager and as a graph side by side (replica-updates/s).
 # Datasets are made on a CPU beforehand (the runner's: `runner.py --benchmark dmc:cartpole-swingup --tag t5 ...
 # --ratio 1.0 --methods bc_exp oilca`, see docs/budget.md) and copied along; the GPU machine needs only torch,
-# numpy<2 (the pinned 1.26.4) and tyro. Policies come back as one tar per method and are evaluated on a CPU with evaluate.py.
+# numpy<2 (the pinned 1.26.4) and tyro. Policies come back as one tar per method and are evaluated on a CPU with
+# evaluate.py.
 # Usage: bash scripts/gpu_budget.sh RAW.npz AUG_PATTERN OUT_DIR     (AUG_PATTERN with {seed}, e.g. d/x_aug_r1.0_s{seed}.npz)
 # Knobs: PY (python3), STEPS (200000), CKPTS ("5000 20000 50000 100000"), SEEDS ("0 1 2 3 4"), BENCH_STEPS (3000; 0
 # skips the side-by-side timing), DEADLINE (seconds after which no further GPU method is started; default 540), CPU_BC
