@@ -171,8 +171,7 @@ def paper_table_row(label: str, number: int) -> dict:
 
 
 def budget_summary_row(label: str, path: str) -> dict:
-    with open(os.path.join(ROOT, path)) as f:
-        s = json.load(f)
+    s = load_json(path)
     top = max(s["budgets"])
     o = next(o for o in s["orderings"] if o["split"] == "train" and o["budget"] == top)
     cells = [c for c in s["cells"] if c["split"] == "train" and c["budget"] == top]
@@ -211,6 +210,19 @@ LABEL_ROWS = (("cartpole-swingup", "results/dmc_cartpole-swingup_labels_summary.
               ("CausalWorld picking", "results/cw_picking_labels_summary.json"))
 
 
+_JSON: Dict[tuple, dict] = {}
+
+
+def load_json(path: str) -> dict:
+    """A JSON file under ROOT, read once per (path, modification time): a row reads its summary several times."""
+    full = os.path.join(ROOT, path)
+    key = (full, os.stat(full).st_mtime_ns)
+    if key not in _JSON:
+        with open(full) as f:
+            _JSON[key] = json.load(f)
+    return _JSON[key]
+
+
 def committed(rows: tuple) -> list:
     """The (task, summary path) rows of BUDGET_DMC or LABEL_ROWS whose summary is committed."""
     return [(task, path) for task, path in rows if os.path.isfile(os.path.join(ROOT, path))]
@@ -219,22 +231,19 @@ def committed(rows: tuple) -> list:
 def summary_splits(path: str) -> list:
     """The splits a summary JSON under ROOT reports (toy: train and heldout, of which the table shows train;
     DeepMind Control: train; CausalWorld: A and B)."""
-    with open(os.path.join(ROOT, path)) as f:
-        splits = json.load(f)["splits"]
+    splits = load_json(path)["splits"]
     return ["train"] if "train" in splits else list(splits)
 
 
 def draws_words(path: str) -> str:
     """'one data draw' or 'N data draws': how many draws a summary JSON under ROOT reads."""
-    with open(os.path.join(ROOT, path)) as f:
-        n = len(json.load(f)["draws"])
+    n = len(load_json(path)["draws"])
     return "one data draw" if n == 1 else f"{n} data draws"
 
 
 def labels_row(label: str, path: str, split: str = "train") -> dict:
     """The findings row of a label study's summary on one split (CausalWorld: space A or B)."""
-    with open(os.path.join(ROOT, path)) as f:
-        s = json.load(f)
+    s = load_json(path)
     best_base = s["best_baseline"][split]
     n_draws = len(s["draws"])
     full = [r for r in s["rows"] if r["split"] == split and r["return"].get("n_groups", 1) == n_draws]
@@ -336,8 +345,7 @@ def tables_block() -> str:
 
 
 def budget_summary_sentences(label: str, path: str) -> list:
-    with open(os.path.join(ROOT, path)) as f:
-        s = json.load(f)
+    s = load_json(path)
     top = max(s["budgets"])
     gaps = {(g["x"], g["y"], g["split"]): g for g in s["gaps"] if g["budget"] == top}
     out = [f"CPU budget study ({label}, {len(s['draws'])} data draw(s), its largest budget so far {k(top)} steps; "
@@ -375,8 +383,7 @@ def labels_block() -> str:
     out = []
     for path in ("results/toy_main_labels_summary.json", "results/toy_labels_summary.json") + tuple(
             p for _, p in committed(LABEL_ROWS)):
-        with open(os.path.join(ROOT, path)) as f:
-            s = json.load(f)
+        s = load_json(path)
         for split in s["splits"]:  # DeepMind Control rows have the training split only
             base = s["best_baseline"][split]
             for r in s["rows"]:
