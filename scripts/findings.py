@@ -210,19 +210,6 @@ LABEL_ROWS = (("cartpole-swingup", "results/dmc_cartpole-swingup_labels_summary.
               ("CausalWorld picking", "results/cw_picking_labels_summary.json"))
 
 
-_JSON: Dict[tuple, dict] = {}
-
-
-def load_json(path: str) -> dict:
-    """A JSON file under ROOT, read once per (path, modification time): a row reads its summary several times."""
-    full = os.path.join(ROOT, path)
-    key = (full, os.stat(full).st_mtime_ns)
-    if key not in _JSON:
-        with open(full) as f:
-            _JSON[key] = json.load(f)
-    return _JSON[key]
-
-
 def committed(rows: tuple) -> list:
     """The (task, summary path) rows of BUDGET_DMC or LABEL_ROWS whose summary is committed."""
     return [(task, path) for task, path in rows if os.path.isfile(os.path.join(ROOT, path))]
@@ -436,6 +423,14 @@ SNIPPET = re.compile(r"<!--\s*n:\s*([^>]*?)\s*-->(.*?)<!--\s*/n\s*-->")
 _FOLDERS: Dict[str, dict] = {}  # per results folder: report.per_seed of its returns and success
 _ROWS: Dict[str, list] = {}  # per results folder: its result rows
 _PAPER: Dict[int, list] = {}  # per paper table: report.paper_rows
+_JSON: Dict[str, dict] = {}  # per summary JSON under ROOT: its contents (a row reads its summary several times)
+
+
+def load_json(path: str) -> dict:
+    if path not in _JSON:
+        with open(os.path.join(ROOT, path)) as f:
+            _JSON[path] = json.load(f)
+    return _JSON[path]
 
 
 def seed_scores(folder: str) -> dict:
@@ -521,7 +516,7 @@ def fill(text: str, path: str, made: Dict[str, str]) -> str:
 def main(args: Args) -> Dict[str, str]:
     global ROOT
     ROOT = args.root
-    for cache in (_ROWS, _FOLDERS, _PAPER):
+    for cache in (_ROWS, _FOLDERS, _PAPER, _JSON):
         cache.clear()  # they hold the previous root's results
     made = {b: f() for b, f in BLOCKS.items()} if args.print or not args.pages \
         or set(map(os.path.normpath, args.pages)) & set(DOCS) else {}
