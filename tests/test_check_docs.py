@@ -103,6 +103,25 @@ def test_findings_blocks_from_the_committed_results():
     assert findings.order_verdict({"oilca": cell(1, 2, 3)}) == "—"
 
 
+def test_a_partly_run_row_is_left_out_of_the_paper_table_counts(monkeypatch):
+    """A row with only some columns run (a row still running) would rank those few as if they were the row."""
+    findings = load_script("findings")
+    seven = ["bc_exp", "bc_all", "oril", "bcnd", "lobsdice", "dwbc", "oilca"]
+
+    def row(task, scores):  # scores: {method: [per-seed scores]}; the other columns not run
+        cells = {m: {"ours": {"mean": sum(v) / len(v), "n": len(v)}, "steps": [5000], "scores": dict(enumerate(v))}
+                 if (v := scores.get(m)) else {"ours": None, "steps": [], "scores": {}} for m in seven}
+        return {"task": task, "cells": cells}
+
+    full = row("full", {m: [i, i + 1, i + 2] for i, m in enumerate(seven)})  # OILCA highest on every seed
+    part = row("part", {"bc_exp": [5, 6, 7], "bc_all": [1, 2, 3]})
+    monkeypatch.setattr(findings, "paper_table", lambda number: [full, part, row("empty", {})])
+    out = findings.paper_table_row("T", 2)
+    assert out["best"] == "rows led: OILCA 1"  # not BC-exp, which leads only the partly run row
+    assert out["oilca_rank"] == "median 1 of 7; first in 1 of 1"
+    assert out["evidence"] == "1 tasks (part partly run, left out); 1 × 3 × 5,000"
+
+
 @pytest.mark.parametrize("doc", ["README.md"] + sorted(os.path.relpath(p, ROOT) for p in
                                                       __import__("glob").glob(os.path.join(ROOT, "docs", "*.md"))))
 def test_the_pages_cite_no_hand_typed_number(doc):
