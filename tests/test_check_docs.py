@@ -106,7 +106,7 @@ def test_findings_blocks_from_the_committed_results():
 def test_a_partly_run_row_is_left_out_of_the_paper_table_counts(monkeypatch):
     """A row with only some columns run (a row still running) would rank those few as if they were the row."""
     findings = load_script("findings")
-    seven = ["bc_exp", "bc_all", "oril", "bcnd", "lobsdice", "dwbc", "oilca"]
+    seven = findings.SEVEN
 
     def row(task, scores):  # scores: {method: [per-seed scores]}; the other columns not run
         cells = {m: {"ours": {"mean": sum(v) / len(v), "n": len(v)}, "steps": [5000], "scores": dict(enumerate(v))}
