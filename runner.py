@@ -1058,7 +1058,7 @@ def execute(job: Job) -> dict:
                                         env={**os.environ, **job.env, "PYTHONPATH": path})
                 CHILDREN.procs.add(proc)
             try:
-                rc = proc.wait()
+                rc = wait_job(proc, job, log)
             finally:
                 with CHILDREN.lock:
                     CHILDREN.procs.discard(proc)
@@ -1090,6 +1090,37 @@ def execute(job: Job) -> dict:
               f"results below it rest on the recorded bytes; this run is recorded (its ledger record too), so the same "
               f"command again runs every job below it here, not this one")
     return {"name": job.name, "ok": rc == 0, "rc": rc, "start": start, "end": time.time()}
+
+
+REGEN_POLL = 5.0  # seconds between a made-again job's output checks
+
+
+def wait_job(proc: subprocess.Popen, job: Job, log) -> int:
+    """The job's exit status. A kept job made again (`job.regen`) that has outputs under results/ (a trainer: its
+    evaluation results) is stopped as soon as every one of its outputs is here with its recorded bytes: made again for
+    the policy a running job needs, it has nothing left to give once that policy reproduced, since its kept results
+    are here already (its final evaluation would write the same bytes again). A job without such outputs (a
+    collection, which cleans up after writing its dataset) runs to its end. An output is hashed once it exists, and
+    again only when its size or time changes."""
+    if job.regen is None or not job.kept:
+        return proc.wait()
+    at = lambda f: os.path.join(REPO, f)  # noqa: E731
+    while True:
+        try:
+            return proc.wait(timeout=REGEN_POLL)
+        except subprocess.TimeoutExpired:
+            pass
+        if all(os.path.exists(at(f)) for f in job.regen) and \
+                all(file_state(f)["sha256"] == sha for f, sha in job.regen.items()):
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            print(f"runner: stopped: every output of this job made again has its recorded bytes "
+                  f"(its ledger record {job.ledger})", file=log, flush=True)
+            return 0
 
 
 class Children:

@@ -112,3 +112,35 @@ def test_the_job_environment_pins_torchs_cpu_kernels_and_a_record_made_under_ano
     assert runner.up_to_date(job)
     job.env = {"ATEN_CPU_CAPABILITY": "default"}
     assert not runner.up_to_date(job)
+
+
+def test_a_job_made_again_stops_once_its_outputs_have_their_recorded_bytes(tmp_path, monkeypatch):
+    """A trainer made again for its policy stops there: its kept evaluation results are here already."""
+    import hashlib
+    import time
+    monkeypatch.setattr(runner, "REGEN_POLL", 0.1)
+    script = tmp_path / "write.py"  # writes its output, then would go on for a minute (a final evaluation)
+    script.write_text("import sys, time\nopen(sys.argv[1] + '.tmp', 'w').write('policy')\n"
+                      "import os\nos.replace(sys.argv[1] + '.tmp', sys.argv[1])\ntime.sleep(60)\n")
+    out, kept = str(tmp_path / "policy.pt"), str(tmp_path / "result.json")
+    open(kept, "w").write("kept result")
+    sha = lambda text: hashlib.sha256(text.encode()).hexdigest()  # noqa: E731
+    job = runner.Job("x", "x", [str(script), out], outputs=[out, kept], log=str(tmp_path / "x.log"),
+                     record=str(tmp_path / "x.json"), ledger=str(tmp_path / "ledger" / "x.json"), kept=[kept],
+                     regen={out: sha("policy"), kept: sha("kept result")})
+    start = time.time()
+    res = runner.execute(job)
+    assert res["ok"] and time.time() - start < 30
+    assert "every output of this job made again has its recorded bytes" in open(job.log).read()
+    assert runner.up_to_date(job) and not os.path.exists(job.ledger)  # reproduced: the ledger record stays as it was
+    # the same job whose output is not the recorded one is not stopped early: it runs to its end and fails
+    script.write_text(script.read_text().replace("time.sleep(60)", "time.sleep(1)"))
+    os.remove(job.record)
+    job.regen = {out: "0" * 64, kept: sha("kept result")}
+    res = runner.execute(job)
+    assert not res["ok"] and "differs from its ledger record" in res["rc"]
+    # a job without outputs under results/ (a collection, which cleans up after writing) is never stopped early
+    os.remove(job.record)
+    job.kept, job.regen = [], {out: sha("policy"), kept: sha("kept result")}
+    res = runner.execute(job)
+    assert res["ok"] and "recorded bytes" not in open(job.log).read()
