@@ -62,7 +62,7 @@ declare -A CW_SOURCE=([towers]="--cw.expert scripted" [stacked_blocks]="--cw.exp
                       [general]="--cw.expert scripted" [creative_stacked_blocks]="--cw.expert scripted")
 # 2.5 M transitions of 168-dim observations (towers, general; stacked_blocks more): an augmentation peaks at 19 GB
 # and two at once ran out of 24 GiB; OILCA trains on twice the rows. So they run alone (docs/causalworld.md).
-# stacked_blocks is memory-mapped (--uncompressed): its OILCA runs hold 1.5 GB of their own and may run two at a time
+# stacked_blocks is memory-mapped (--uncompressed): its OILCA runs hold under 2 GB of their own and may run two at a time
 declare -A CW_SOLO=([towers]="augment oilca" [stacked_blocks]="augment" [general]="augment oilca")
 if [ "$which" != dmc ] && [ "$which" != table7 ]; then for t in ${TASKS:-$CW}; do
   [[ " $CW " == *" $t "* ]] || continue

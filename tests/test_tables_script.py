@@ -29,6 +29,7 @@ def test_causalworld_sources_per_task_and_table7_feature_sets():
     assert out.stdout.count("runner: jobs named augment* oilca* run alone (--solo)") == 2  # towers and general
     out = tables("cw", "--dry-run", tasks="stacked_blocks")  # 834-step episodes, stored to be memory-mapped
     assert "--cw.expert scripted --cw.episode-len 834 --uncompressed" in out.stdout, out.stderr
+    assert "runner: jobs named augment* run alone (--solo)" in out.stdout  # OILCA, memory-mapped, two at a time
     out = tables("cw", "--dry-run", tasks="pushing")  # no --solo (an empty array under set -u still runs)
     assert out.returncode == 0 and "run alone" not in out.stdout and "cw_pushing_t5.npz" in out.stdout, out.stderr
     out = tables("table7", "--dry-run", tasks="picking")
