@@ -120,6 +120,15 @@ def test_a_partly_run_row_is_left_out_of_the_paper_table_counts(monkeypatch):
     assert out["best"] == "rows led: OILCA 1"  # not BC-exp, which leads only the partly run row
     assert out["oilca_rank"] == "median 1 of 7; first in 1 of 1"
     assert out["evidence"] == "1 tasks (part partly run, left out); 1 × 3 × 5,000"
+    # and out of the OILCA-against-DWBC counts, even where its OILCA and DWBC have run (with their paper cells)
+    both = row("both", {"bc_exp": [5, 6, 7], "dwbc": [1, 2, 3], "oilca": [4, 5, 6]})
+    for r in (full, both):
+        for c in r["cells"].values():
+            c["paper"] = (1.0, 0.1)
+    monkeypatch.setattr(findings, "paper_table", lambda number: [full, both])
+    lines = findings.tables_block().split("\n")
+    assert all("above on 1, tied on 0, below on 0 of the 1 tasks run with intervals (2 in the table; both partly run, "
+               "left out)" in line for line in lines), lines
 
 
 @pytest.mark.parametrize("doc", ["README.md"] + sorted(os.path.relpath(p, ROOT) for p in
