@@ -144,22 +144,24 @@ def folder_row(label: str, folder: str, split: str) -> dict:
 
 
 def partly_run(row: dict) -> bool:
-    """A paper-table row with some of its columns run and some not (a row still running)."""
-    ran = [bool(c["ours"]) for c in row["cells"].values()]
-    return any(ran) and not all(ran)
+    """A paper-table row still running: some of its columns run and some not, or every column run but with unequal
+    seed counts (its last seeds still to come)."""
+    seeds = [c["ours"]["n"] if c["ours"] else 0 for c in row["cells"].values()]
+    return any(seeds) and len(set(seeds)) > 1
 
 
 def paper_table_row(label: str, number: int) -> dict:
-    """The findings row of paper table `number` over the task rows where every column ran; rows with some columns
-    run (a row still running) are left out and named in the evidence."""
+    """The findings row of paper table `number` over the task rows where every column ran with its seeds; rows still
+    running (`partly_run`) are left out and named in the evidence."""
     rows = paper_table(number)
     verdicts, oilca_ranks, best, seeds, steps, n_run, partial = Counter(), [], Counter(), [], [], 0, []
     for row in rows:
         cells = {m: {**c["ours"], "steps": c["steps"], "seeds": c["scores"]} for m, c in row["cells"].items()
                  if c["ours"]}
-        if len(cells) < len(row["cells"]):  # a row still running would rank a few columns as if they were all
-            if partly_run(row):
-                partial.append(row["task"])
+        if partly_run(row):  # a row still running would rank a few columns (or seeds) as if they were all
+            partial.append(row["task"])
+            continue
+        if not cells:
             continue
         n_run += 1
         verdicts[order_verdict(cells)] += 1

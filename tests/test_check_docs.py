@@ -129,6 +129,10 @@ def test_a_partly_run_row_is_left_out_of_the_paper_table_counts(monkeypatch):
     lines = findings.tables_block().split("\n")
     assert all("above on 1, tied on 0, below on 0 of the 1 tasks run with intervals (2 in the table; both partly run, "
                "left out)" in line for line in lines), lines
+    # every column run, but one with fewer seeds than the rest (its last seeds still to come): partly run too
+    short = row("short", {m: [i, i + 1, i + 2] for i, m in enumerate(seven)} | {"lobsdice": [9]})
+    monkeypatch.setattr(findings, "paper_table", lambda number: [full, short])
+    assert findings.paper_table_row("T", 2)["evidence"] == "1 tasks (short partly run, left out); 1 × 3 × 5,000"
 
 
 @pytest.mark.parametrize("doc", ["README.md"] + sorted(os.path.relpath(p, ROOT) for p in
