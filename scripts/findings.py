@@ -334,13 +334,15 @@ def tables_block() -> str:
     out = []
     for number, label in ((1, "Table 1 (DeepMind Control)"), (6, "Table 6 (CausalWorld space A)"),
                           (2, "Table 2 (CausalWorld space B)")):
-        rows = paper_table(number)  # a row still running is left out of our counts (its OILCA may have few seeds)
-        partial = [r["task"] for r in rows if partly_run(r)]
-        c, paper_above = dict.fromkeys(report.PAPER_VERDICTS, 0), 0
+        rows = paper_table(number)
+        c, paper_above, partial = dict.fromkeys(report.PAPER_VERDICTS, 0), 0, []
         for r in rows:  # one bootstrap per row: the paper's verdict counts every row, ours only the fully run ones
             ours, theirs = report.oilca_vs_dwbc(r)
-            c[ours] += not partly_run(r)
             paper_above += theirs == "above"
+            if partly_run(r):  # a row still running (its OILCA may have few seeds) is left out of our counts
+                partial.append(r["task"])
+            else:
+                c[ours] += 1
         n = c["above"] + c["tie"] + c["below"]
         left = f"; {', '.join(partial)} partly run, left out" if partial else ""
         out.append(f"{label}: OILCA against DWBC (paired gap's 95% interval) above on {c['above']}, tied on {c['tie']}, "
