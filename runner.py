@@ -988,6 +988,22 @@ def ledger_record(job: Job) -> Optional[dict]:
     return rec if same_job(rec, job) else None
 
 
+def git_ignored(paths: List[str]) -> set:
+    """The paths (relative to the repo, or absolute) that git ignores; none outside a git checkout or without git."""
+    full = [os.path.join(REPO, p) for p in paths]  # a study outside the repo (--root) has absolute paths
+    where = os.path.commonpath(full) if full else ""
+    while where and not os.path.isdir(where):
+        where = os.path.dirname(where)
+    if not where:
+        return set()
+    try:
+        run = subprocess.run(["git", "check-ignore", "--stdin"], cwd=where, input="\n".join(sorted(set(full))),
+                             capture_output=True, text=True)
+    except OSError:
+        return set()
+    return {p for p, f in zip(paths, full) if f in set(run.stdout.split("\n"))}
+
+
 def plan(jobs: List[Job], force: bool) -> Dict[str, str]:
     """'skip', 'keep', 'run' or 'regen' per job (in topological order). A job runs if it is not up to date or
     anything upstream of it runs. A job that is up to date itself but has an upstream job to run is marked `recheck`:
@@ -996,7 +1012,7 @@ def plan(jobs: List[Job], force: bool) -> Dict[str, str]:
     everything below it).
 
     With --ledger, a job that is not up to date here is kept ('keep') when its ledger record has its argv and code,
-    its outputs under results/ are the recorded ones, and each input is the recorded one (the file here, or the
+    its outputs under results/ are the recorded ones (or, where git ignores one, absent), and each input is the recorded one (the file here, or the
     ledger's record of a kept upstream job's output that is not here), with no upstream job to run. A kept job whose
     missing outputs a running job needs is made again ('regen'), and must reproduce its recorded outputs."""
     state: Dict[str, str] = {}
@@ -1004,12 +1020,16 @@ def plan(jobs: List[Job], force: bool) -> Dict[str, str]:
     kept: Dict[str, dict] = {}  # the kept jobs' ledger records
     exists = lambda f: os.path.exists(os.path.join(REPO, f))  # noqa: E731
     digest = lambda f: file_state(f)["sha256"] if exists(f) else recorded.get(f)  # noqa: E731
+    # a results/ output that git ignores (a figure such as returns_hist.png) is in no clone: its absence does not
+    # stop a job being kept, else a fresh clone would collect a dataset again only to redraw the figure
+    ignored = git_ignored([o for j in jobs for o in j.kept if not exists(o)])
     for j in jobs:
         upstream, fresh = any(state[d] in ("run", "regen") for d in j.deps), not force and up_to_date(j)
         j.recheck = upstream and fresh
         state[j.name] = "skip" if fresh and not upstream else "run"
         rec = None if fresh or upstream or force else ledger_record(j)
-        if rec is not None and all(exists(o) and file_state(o)["sha256"] == rec["outputs"][o] for o in j.kept) \
+        if rec is not None and all(exists(o) and file_state(o)["sha256"] == rec["outputs"][o] or
+                                   not exists(o) and o in ignored for o in j.kept) \
                 and all(not exists(o) or file_state(o)["sha256"] == rec["outputs"][o] for o in j.outputs) \
                 and all(digest(i) == rec["inputs"][i] for i in j.inputs):
             state[j.name], kept[j.name] = "keep", rec

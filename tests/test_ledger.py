@@ -2,6 +2,7 @@
 import json
 import os
 import shutil
+import subprocess
 import sys
 
 import pytest
@@ -47,6 +48,22 @@ def test_a_fresh_clone_keeps_the_ledgers_results_and_makes_again_only_what_new_j
     assert set(states(root).values()) == {"keep"}
     again = runner.main(runner.Args(**SMALL, root=str(root)))
     assert again["ok"] and again["ran"] == [] and snapshot(results) == before
+
+    # a clone has no figure that git ignores (results/**/*.png): a record whose only missing output is such a figure
+    # is kept all the same; a missing figure git tracks is a missing result, and its job runs
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    (root / ".gitignore").write_text("results/**/*.png\n")
+    figures = {f: f.read_bytes() for f in results.rglob("*.png")}
+    assert figures
+    for f in figures:
+        f.unlink()
+    assert set(states(root).values()) == {"keep"}
+    (root / ".gitignore").write_text("")
+    assert states(root)["report"] == "run"
+    for f, b in figures.items():
+        f.write_bytes(b)
+    shutil.rmtree(root / ".git")
+    (root / ".gitignore").unlink()
 
     # a new seed: its jobs run; the kept data and iVAE its augmentation needs are made again (the plan) ...
     plan = states(root, seeds=(0, 1))
