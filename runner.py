@@ -1001,7 +1001,8 @@ def git_ignored(paths: List[str]) -> set:
                              capture_output=True, text=True)
     except OSError:
         return set()
-    return {p for p, f in zip(paths, full) if f in set(run.stdout.split("\n"))}
+    ignored = set(run.stdout.split("\n"))
+    return {p for p, f in zip(paths, full) if f in ignored}
 
 
 def plan(jobs: List[Job], force: bool) -> Dict[str, str]:
@@ -1012,9 +1013,10 @@ def plan(jobs: List[Job], force: bool) -> Dict[str, str]:
     everything below it).
 
     With --ledger, a job that is not up to date here is kept ('keep') when its ledger record has its argv and code,
-    its outputs under results/ are the recorded ones (or, where git ignores one, absent), and each input is the recorded one (the file here, or the
-    ledger's record of a kept upstream job's output that is not here), with no upstream job to run. A kept job whose
-    missing outputs a running job needs is made again ('regen'), and must reproduce its recorded outputs."""
+    its outputs under results/ are the recorded ones (or, where git ignores one, absent), and each input is the
+    recorded one (the file here, or the ledger's record of a kept upstream job's output that is not here), with no
+    upstream job to run. A kept job whose missing outputs a running job needs is made again ('regen'), and must
+    reproduce its recorded outputs."""
     state: Dict[str, str] = {}
     recorded: Dict[str, str] = {}  # output -> sha256 of the kept jobs' outputs, as their ledger records have them
     kept: Dict[str, dict] = {}  # the kept jobs' ledger records
