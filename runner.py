@@ -1024,7 +1024,7 @@ def plan(jobs: List[Job], force: bool) -> Dict[str, str]:
     digest = lambda f: file_state(f)["sha256"] if exists(f) else recorded.get(f)  # noqa: E731
     # a results/ output that git ignores (a figure such as returns_hist.png) is in no clone: its absence does not
     # stop a job being kept, else a fresh clone would collect a dataset again only to redraw the figure
-    ignored = git_ignored([o for j in jobs for o in j.kept if not exists(o)])
+    ignored = git_ignored([o for j in jobs if j.ledger for o in j.kept if not exists(o)])  # only --ledger keeps
     for j in jobs:
         upstream, fresh = any(state[d] in ("run", "regen") for d in j.deps), not force and up_to_date(j)
         j.recheck = upstream and fresh
